@@ -1,0 +1,1 @@
+"""Pure analyses over the normalized model's frames: overlap, baselines, features, detector (imports no traceql)."""

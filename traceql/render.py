@@ -1,0 +1,83 @@
+"""Rendering results for a terminal (rich tables) — presentation only, no analysis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+
+def ms(ns: int | float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def _short(text: Any, width: int = 70) -> str:
+    s = "" if text is None else str(text)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) -> Table:
+    """A rich table of the first ``limit`` rows of a frame."""
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col, dtype in zip(df.columns, df.dtypes, strict=True):
+        table.add_column(col, justify="right" if dtype.is_numeric() else "left", overflow="fold")
+    for row in df.head(limit).iter_rows():
+        table.add_row(*("" if v is None else _short(v, 90) for v in row))
+    return table
+
+
+def print_frame(console: Console, df: pl.DataFrame, *, limit: int = 50) -> None:
+    console.print(frame_table(df, limit=limit))
+    if df.height > limit:
+        console.print(f"… {df.height - limit} more rows (use --format csv/json/parquet or --output for all)")
+
+
+def print_info(console: Console, info: dict[str, Any]) -> None:
+    """The human form of :func:`traceql.info.trace_info`."""
+    runs = Table(title="Runs", title_justify="left")
+    for col in ("run_id", "path", "tool", "schema", "ranks"):
+        runs.add_column(col)
+    for r in info["runs"]:
+        runs.add_row(r["run_id"], r["path"], f"{r['source']} {r['tool_version'] or '?'}",
+                     r["schema_version"] or "?", ",".join(map(str, r["ranks"])))
+    console.print(runs)
+
+    ranks = Table(title="Ranks and GPUs", title_justify="left")
+    for col in ("run_id", "rank", "pid", "rank from", "devices", "GPU", "capture span", "kernels"):
+        ranks.add_column(col, justify="right" if col in {"rank", "pid", "kernels", "capture span"} else "left")
+    gpu_names = {(g["run_id"], g["device"]): g["name"] or "unknown (no TARGET_INFO_GPU)" for g in info["gpus"]}
+    for r in info["ranks"]:
+        devs = r["devices"] or []
+        names = sorted({gpu_names.get((r["run_id"], d), "?") for d in devs})
+        ranks.add_row(r["run_id"], str(r["rank"]), str(r["pid"]), r["rank_from"], ",".join(map(str, devs)),
+                      ", ".join(names), ms(r["span_ns"]), f"{r['kernels']:,}")
+    console.print(ranks)
+
+    k = info["kernels"]
+    kinds = ", ".join(f"{name} {n:,}" for name, n in k["by_kind"].items())
+    devices = ", ".join(f"device {d}: {n:,}" for d, n in k["by_device"].items())
+    console.print(f"[bold]Kernels[/bold]: {k['total']:,} ({kinds}); {devices}; GPU time {ms(k['total_ns'])}")
+    m = info["memcpy"]
+    console.print(f"[bold]Memory operations[/bold]: {m['total']:,} "
+                  f"({', '.join(f'{n} {c:,}' for n, c in m['by_kind'].items()) or 'none'}); "
+                  f"[bold]NVTX ranges[/bold]: {info['nvtx']['total']:,}")
+
+    top = Table(title="Top kernels by GPU time", title_justify="left")
+    for col in ("kernel", "kind", "count", "total", "mean", "% GPU time"):
+        top.add_column(col, justify="left" if col in {"kernel", "kind"} else "right")
+    for t in info["top_kernels"]:
+        top.add_row(_short(t["short_name"]), t["kind"], f"{t['count']:,}", ms(t["total_ns"]),
+                    ms(t["mean_ns"]), f"{t['pct']:.2f}")
+    console.print(top)
+
+    if info["collectives"]:
+        coll = Table(title="Collectives (communication kernels)", title_justify="left")
+        for col in ("collective", "count", "total"):
+            coll.add_column(col, justify="left" if col == "collective" else "right")
+        for c in info["collectives"]:
+            coll.add_row(c["collective"] or "(unnamed)", f"{c['count']:,}", ms(c["total_ns"]))
+        console.print(coll)
+    else:
+        console.print("[bold]Collectives[/bold]: none (no NCCL/RCCL/HCCL kernels in this trace)")

@@ -1,0 +1,180 @@
+"""Nsight Systems SQLite exports → the normalized model.
+
+Each export is ATTACHed read-only; tables are found by name (schemas drift between nsys versions), names
+are resolved through ``StringIds``, and all row work happens inside DuckDB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from traceql.engine import sql_literal
+from traceql.errors import InputError, SchemaError
+from traceql.model import kind_expr
+from traceql.sources.ranks import RankAssignment
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
+NVTX_TYPES = (34, 59, 60)  # NvtxMark, NvtxPushPopRange, NvtxStartEndRange
+NVTX_DOMAIN_CREATE = 75
+# CUPTI's memcpy kinds (stable enum values).
+COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+              9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+
+
+@dataclass
+class NsysFile:
+    """One attached export: its DuckDB alias, its tables and what its metadata says."""
+
+    path: Path
+    alias: str
+    tables: set[str]
+    tool_version: str | None
+    schema_version: str | None
+    pids: list[int]
+
+
+def _fail(path: Path, exc: duckdb.Error) -> InputError:
+    msg = str(exc).splitlines()[0]
+    return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> NsysFile:
+    """ATTACH one export read-only and check it has what the model needs."""
+    try:
+        con.execute(f"ATTACH {sql_literal(str(path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
+        tables = {
+            r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [alias]
+            ).fetchall()
+        }
+    except duckdb.Error as exc:
+        raise _fail(path, exc) from exc
+    meta = next((t for t in META_TABLES if t in tables), None)
+    if meta is None and "StringIds" not in tables:
+        raise InputError(
+            "a SQLite database, but not an Nsight Systems export (no META_DATA_EXPORT or StringIds table)",
+            path=str(path),
+        )
+    if KERNEL_TABLE not in tables:
+        raise SchemaError(
+            f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (was it run with `-t cuda`?)",
+            path=str(path),
+        )
+    try:
+        info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
+        pids = [r[0] for r in con.execute(
+            f"SELECT DISTINCT coalesce(globalPid, 0) AS p FROM {alias}.{KERNEL_TABLE} ORDER BY p"
+        ).fetchall()]
+    except duckdb.Error as exc:
+        raise _fail(path, exc) from exc
+    if not pids:
+        raise SchemaError(
+            f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
+            "(cudaProfilerStart / --capture-range) before the program exited?",
+            path=str(path),
+        )
+    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"), pids)
+
+
+def _copy_kind_sql(col: str) -> str:
+    cases = " ".join(f"WHEN {k} THEN '{v}'" for k, v in COPY_KINDS.items())
+    return f"CASE {col} {cases} ELSE 'Unknown' END"
+
+
+def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    a = f.alias
+    con.execute(f"""
+        INSERT INTO kernels
+        SELECT m.run_id, m.rank, k.deviceId, k.streamId, k.start, k."end", k."end" - k.start,
+               coalesce(dn.value, sn.value), sn.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,
+               k.registersPerThread, k.staticSharedMemory + k.dynamicSharedMemory, k.correlationId,
+               {kind_expr('sn.value')}
+        FROM {a}.{KERNEL_TABLE} k
+        JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(k.globalPid, 0)
+        LEFT JOIN {a}.StringIds sn ON sn.id = k.shortName
+        LEFT JOIN {a}.StringIds dn ON dn.id = k.demangledName
+    """)
+
+
+def _load_memops(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    a = f.alias
+    join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)"
+    head = 'm.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start, t.bytes'
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
+        con.execute(f"""INSERT INTO memcpy SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy'
+                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
+        con.execute(f"""INSERT INTO memcpy SELECT {head}, 'Memset', t.correlationId, 'memset'
+                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}""")
+
+
+def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    if "NVTX_EVENTS" not in f.tables:
+        return
+    a = f.alias
+    text = "coalesce(n.text, s.value)" if "StringIds" in f.tables else "n.text"
+    strings = f"LEFT JOIN {a}.StringIds s ON s.id = n.textId" if "StringIds" in f.tables else ""
+    con.execute(f"""
+        INSERT INTO nvtx
+        WITH domains AS (
+            SELECT DISTINCT domainId, text FROM {a}.NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE}
+        )
+        SELECT m.run_id, m.rank, n.start, coalesce(n."end", n.start), {text}, d.text
+        FROM {a}.NVTX_EVENTS n
+        JOIN _rankmap m ON m.alias = '{a}' AND (m.pid >> 24) = (n.globalTid >> 24)
+        {strings}
+        LEFT JOIN domains d ON d.domainId = n.domainId
+        WHERE n.eventType IN {NVTX_TYPES}
+    """)
+
+
+def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    a = f.alias
+    used = f"""SELECT DISTINCT m.run_id, k.deviceId AS device FROM {a}.{KERNEL_TABLE} k
+               JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(k.globalPid, 0)"""
+    if "TARGET_INFO_GPU" in f.tables:
+        con.execute(f"""
+            INSERT INTO gpus
+            WITH info AS (SELECT * FROM {a}.TARGET_INFO_GPU QUALIFY row_number() OVER (PARTITION BY id) = 1)
+            SELECT u.run_id, u.device, g.name, g.smCount, g.totalMemory, g.memoryBandwidth, g.clockRate,
+                   g.computeMajor || '.' || g.computeMinor, g.busLocation
+            FROM ({used}) u LEFT JOIN info g ON g.id = u.device
+            WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
+        """)
+    else:  # schema 3.25 exports may lack TARGET_INFO_GPU: devices are known, their properties are not
+        con.execute(f"""
+            INSERT INTO gpus SELECT u.run_id, u.device, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM ({used}) u
+            WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
+        """)
+
+
+def load(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
+    """Insert every attached export into the model's tables, with ranks as assigned."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
+    by_path = {f.path: f for f in files}
+    con.executemany(
+        "INSERT INTO _rankmap VALUES (?, ?, ?, ?)",
+        [(by_path[r.path].alias, r.pid, r.run_id, r.rank) for r in ranks],
+    )
+    con.executemany(
+        "INSERT INTO ranks VALUES (?, ?, ?, ?, ?)",
+        [(r.run_id, r.rank, str(r.path), (r.pid >> 24) & 0xFFFFFF, r.rank_from) for r in ranks],
+    )
+    for f in files:
+        mine = [r for r in ranks if r.path == f.path]
+        con.execute(
+            "INSERT INTO runs VALUES (?, 'nsys', ?, ?, ?, ?, ?)",
+            [mine[0].run_id, str(f.path), f.tool_version, f.schema_version,
+             sorted(r.rank for r in mine), f.path.stat().st_size],
+        )
+        try:
+            _load_kernels(con, f)
+            _load_memops(con, f)
+            _load_nvtx(con, f)
+            _load_gpus(con, f)
+        except duckdb.Error as exc:
+            raise _fail(f.path, exc) from exc

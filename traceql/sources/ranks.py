@@ -1,0 +1,68 @@
+"""Which rank each process of the input files is, and which files form one run."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankAssignment:
+    """Rank ``rank`` of run ``run_id`` is process ``pid`` of file ``path``; ``rank_from`` says how we know."""
+
+    path: Path
+    pid: int
+    run_id: str
+    rank: int
+    rank_from: str
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file name carries (``..._rank1.sqlite`` → 1), or None."""
+    found = RANK_IN_NAME.findall(path.stem)
+    return int(found[-1]) if found else None
+
+
+def _run_name(paths: list[Path]) -> str:
+    stems = [RANK_IN_NAME.sub("", p.stem).strip("_-.") or p.stem for p in paths]
+    return stems[0] if len(set(stems)) == 1 else paths[0].stem
+
+
+def assign_ranks(processes: dict[Path, list[int]]) -> list[RankAssignment]:
+    """Assign ranks to the processes (sorted process ids) of each file, files in the order given.
+
+    Files that each hold one process and whose names carry distinct rank numbers form one run (one
+    profiler per rank). Otherwise each file is its own run and its processes are ranks in process-id
+    order (one profiler around the whole launcher).
+    """
+    paths = list(processes)
+    name_ranks = [rank_from_name(p) for p in paths]
+    one_run = (
+        len(paths) > 1
+        and all(len(processes[p]) == 1 for p in paths)
+        and None not in name_ranks
+        and len(set(name_ranks)) == len(paths)
+    )
+    if one_run:
+        run_id = _run_name(paths)
+        return [
+            RankAssignment(p, processes[p][0], run_id, r, "file name")
+            for p, r in zip(paths, name_ranks, strict=True)
+        ]
+    out: list[RankAssignment] = []
+    used: set[str] = set()
+    for p, named in zip(paths, name_ranks, strict=True):
+        run_id = p.stem
+        n = 2
+        while run_id in used:
+            run_id, n = f"{p.stem}#{n}", n + 1
+        used.add(run_id)
+        pids = processes[p]
+        if len(pids) == 1 and named is not None:
+            out.append(RankAssignment(p, pids[0], run_id, named, "file name"))
+            continue
+        out.extend(RankAssignment(p, pid, run_id, i, "process order") for i, pid in enumerate(pids))
+    return out
