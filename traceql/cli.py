@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext as _nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -13,6 +14,7 @@ import typer
 from rich.console import Console
 
 from traceql import output, render
+from traceql.detect import detect as run_detect
 from traceql.errors import TraceqlError
 from traceql.info import trace_info
 from traceql.query import run_query
@@ -103,6 +105,39 @@ def query(
             raise TraceqlError("parquet is binary: give --output PATH")
         else:
             sys.stdout.buffer.write(output.frame_bytes(df, fmt.value))
+
+    _guard(body)
+
+
+@app.command()
+def detect(
+    files: Files = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="write one row per compute kernel (.parquet, .csv or .json)")
+    ] = None,
+    fmt: Annotated[InfoFormat, typer.Option("--format", "-f", help="table or json")] = InfoFormat.table,
+    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case", min=1.0)] = 1.2,
+    top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
+) -> None:
+    """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
+
+    def body() -> None:
+        with console.status("detecting…", spinner="dots") if sys.stderr.isatty() else _nullcontext():
+            result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top)
+        for note in result.notes:
+            sys.stderr.write(note + "\n")
+        if out is not None:
+            kind = {".csv": "csv", ".json": "json"}.get(out.suffix.lower(), "parquet")
+            output.write_frame(result.kernels, out, kind)
+            sys.stderr.write(f"wrote {result.kernels.height} kernel rows to {out}\n")
+        if fmt is InfoFormat.json:
+            _emit_json(result.to_dict())
+        else:
+            render.print_detect(console, result)
 
     _guard(body)
 

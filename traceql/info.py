@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceql.model import collective_expr
 from traceql.trace import Trace
 
 
@@ -51,7 +50,7 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
                FROM kernels GROUP BY short_name, kind ORDER BY total_ns DESC, short_name LIMIT ?""",
             [max(total_kernel_ns, 1), top],
         ).to_dicts(),
-        "collectives": _rows(trace, f"""
-            SELECT {collective_expr('name')} AS collective, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns
+        "collectives": _rows(trace, """
+            SELECT collective, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns
             FROM kernels WHERE kind = 'comm' GROUP BY 1 ORDER BY total_ns DESC"""),
     }

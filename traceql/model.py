@@ -18,7 +18,7 @@ RELATIONS: dict[str, str] = {
         run_id VARCHAR, rank INTEGER, device INTEGER, stream BIGINT, start_ns BIGINT, end_ns BIGINT,
         duration_ns BIGINT, name VARCHAR, short_name VARCHAR, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
         block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, shared_mem BIGINT,
-        correlation_id BIGINT, kind VARCHAR""",
+        correlation_id BIGINT, kind VARCHAR, collective VARCHAR""",
     "memcpy": """
         run_id VARCHAR, rank INTEGER, device INTEGER, stream BIGINT, start_ns BIGINT, end_ns BIGINT,
         duration_ns BIGINT, bytes BIGINT, copy_kind VARCHAR, correlation_id BIGINT, kind VARCHAR""",

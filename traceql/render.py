@@ -81,3 +81,35 @@ def print_info(console: Console, info: dict[str, Any]) -> None:
         console.print(coll)
     else:
         console.print("[bold]Collectives[/bold]: none (no NCCL/RCCL/HCCL kernels in this trace)")
+
+
+def print_detect(console: Console, result: Any) -> None:
+    """The human form of :class:`traceql.detect.DetectResult`."""
+    how = ("paired: against the isolated baseline" if result.mode == "baseline"
+           else "single trace: SlowdownDetector (no baseline given)")
+    console.print(f"[bold]Slowdown detection[/bold] — labels {how}")
+    if result.match_rate is not None:
+        console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
+    ranks = Table(title="Per rank", title_justify="left")
+    cols = ("run_id", "rank", "comm/comp overlap", "compute", "comm", "memory", "idle", "span", "cases", "time lost")
+    for col in cols:
+        ranks.add_column(col, justify="left" if col == "run_id" else "right")
+    for r in result.ranks.iter_rows(named=True):
+        pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
+        ranks.add_row(r["run_id"], str(r["rank"]), pct, ms(r["compute_ns"]), ms(r["comm_ns"]), ms(r["memory_ns"]),
+                      ms(r["idle_ns"]), ms(r["span_ns"]), f"{r['cases']:,}", ms(r["time_lost_ns"]))
+    console.print(ranks)
+    totals = result.to_dict()["totals"]
+    console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
+                  f"kernels; time lost {ms(totals['time_lost_ns'])}")
+    if result.top_signatures.is_empty():
+        console.print("No slowdown cases.")
+        return
+    top = Table(title="Top slowed signatures (by time lost)", title_justify="left")
+    for col in ("kernel", "grid / block", "cases", "of", "median ratio", "time lost", "next to"):
+        top.add_column(col, justify="left" if col in {"kernel", "grid / block", "next to"} else "right")
+    for t in result.top_signatures.iter_rows(named=True):
+        shape = t["signature"][len(t["short_name"]):].strip()
+        top.add_row(_short(t["short_name"], 60), shape, f"{t['cases']:,}", f"{t['instances']:,}",
+                    f"{t['median_ratio']:.2f}x", ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
+    console.print(top)

@@ -13,7 +13,7 @@ import duckdb
 
 from traceql.engine import sql_literal
 from traceql.errors import InputError, SchemaError
-from traceql.model import kind_expr
+from traceql.model import collective_expr, kind_expr
 from traceql.sources.ranks import RankAssignment
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -92,7 +92,8 @@ def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
         SELECT m.run_id, m.rank, k.deviceId, k.streamId, k.start, k."end", k."end" - k.start,
                coalesce(dn.value, sn.value), sn.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,
                k.registersPerThread, k.staticSharedMemory + k.dynamicSharedMemory, k.correlationId,
-               {kind_expr('sn.value')}
+               {kind_expr('sn.value')},
+               CASE WHEN {kind_expr('sn.value')} = 'comm' THEN {collective_expr('sn.value')} END
         FROM {a}.{KERNEL_TABLE} k
         JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(k.globalPid, 0)
         LEFT JOIN {a}.StringIds sn ON sn.id = k.shortName

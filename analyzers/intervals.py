@@ -1,0 +1,46 @@
+"""Interval arithmetic on sorted numpy arrays: unions and exact overlap lengths in O(n log n)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [start, end) as sorted, disjoint (starts, ends)."""
+    if len(starts) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def covered_before(union_s: np.ndarray, union_e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time in ``t``, the length of the (disjoint, sorted) union that lies before it."""
+    cum = np.concatenate([[0], np.cumsum(union_e - union_s)])
+    i = np.searchsorted(union_s, t, side="right")
+    if len(union_s) == 0:
+        return np.zeros(len(t), np.int64)
+    last_end = union_e[np.maximum(i - 1, 0)]
+    beyond = np.where(i > 0, np.maximum(last_end - t, 0), 0)
+    return cum[i] - beyond
+
+
+def overlap_with_union(union_s: np.ndarray, union_e: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each interval [a, b), the length of its intersection with the union."""
+    return covered_before(union_s, union_e, b) - covered_before(union_s, union_e, a)
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    s, e = merge(starts, ends)
+    return int((e - s).sum())
+
+
+def intersection_length(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> int:
+    """Length of (union of set 1) ∩ (union of set 2)."""
+    u1s, u1e = merge(s1, e1)
+    u2s, u2e = merge(s2, e2)
+    return int(overlap_with_union(u2s, u2e, u1s, u1e).sum())

@@ -1,0 +1,89 @@
+"""`traceql detect` as a user runs it: summary, JSON, --out rows, warnings and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analyzers.labels import CASE_COLUMNS
+from tests.conftest import DDP_TRACE, H200, SINGLE_TRACE, sha256
+from tests.test_bad_input import CASES
+
+
+def test_default_is_the_embedded_pair(invoke) -> None:
+    result = invoke("detect", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["mode"] == "baseline" and data["baseline_match_rate"] > 0.9
+    ranks = data["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert {"rank", "comm_comp_overlap_pct", "compute_ns", "comm_ns", "idle_ns", "cases", "time_lost_ns"} <= set(r)
+        assert 0 < r["comm_comp_overlap_pct"] <= 100 and r["cases"] > 0 and r["time_lost_ns"] > 0
+        assert r["idle_ns"] + r["compute_ns"] + r["non_compute_ns"] == r["span_ns"]
+    top = data["top_signatures"]
+    assert top and top[0]["time_lost_ns"] >= top[-1]["time_lost_ns"]
+    assert {"short_name", "cases", "median_ratio", "time_lost_ns", "concurrent_comm"} <= set(top[0])
+    assert data["totals"]["cases"] == sum(r["cases"] for r in ranks)
+
+
+def test_table_output_names_the_slowed_kernels(invoke) -> None:
+    result = invoke("detect", DDP_TRACE, "--baseline", SINGLE_TRACE)
+    assert result.exit_code == 0, result.stderr
+    assert "Top slowed signatures" in result.stdout and "layer_norm_grad_input_kernel" in result.stdout
+    assert "AllReduce/RING/LL" in result.stdout and "slowdown cases" in result.stdout
+
+
+@pytest.mark.parametrize("suffix,reader", [(".parquet", pl.read_parquet), (".csv", pl.read_csv)])
+def test_out_has_one_row_per_compute_kernel(invoke, tmp_path: Path, suffix: str, reader) -> None:
+    out = tmp_path / f"cases{suffix}"
+    result = invoke("detect", DDP_TRACE, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    df = reader(out)
+    assert df.columns == CASE_COLUMNS
+    assert df.height == 11540
+    assert set(df["label_source"].unique()) == {"detector"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_trace_without_communication_is_a_result(invoke) -> None:
+    result = invoke("detect", SINGLE_TRACE, "--format", "json")
+    assert result.exit_code == 0
+    assert "no communication kernels" in result.stderr
+    data = json.loads(result.stdout)
+    assert data["totals"]["cases"] == 0 and data["ranks"][0]["comm_comp_overlap_pct"] is None
+    assert data["ranks"][0]["compute_ns"] > 0
+
+
+def test_baseline_with_nccl_warns(invoke, ddp_copy: Path) -> None:
+    result = invoke("detect", DDP_TRACE, "--baseline", ddp_copy, "--format", "json")
+    assert result.exit_code == 0
+    assert "not an isolated run" in result.stderr
+
+
+def test_baseline_of_another_model_reports_match_rate(invoke) -> None:
+    other = H200 / "nsys" / "gpt2_single.sqlite"
+    if not other.exists():
+        pytest.skip("shared datasets absent")
+    result = invoke("detect", DDP_TRACE, "--baseline", other, "--format", "json")
+    assert result.exit_code == 0
+    rate = json.loads(result.stdout)["baseline_match_rate"]
+    assert rate < 0.5
+    assert f"only {rate:.1%} of compute kernels match a baseline signature" in result.stderr
+
+
+@pytest.mark.parametrize("make,phrase", CASES, ids=[c[0].__name__[5:] for c in CASES])
+@pytest.mark.parametrize("where", ["trace", "baseline"])
+def test_bad_input(invoke, tmp_path: Path, make, phrase: str, where: str) -> None:
+    path = make(tmp_path)
+    before = sha256(path) if path.is_file() else None
+    args = ["detect", path] if where == "trace" else ["detect", DDP_TRACE, "--baseline", path]
+    result = invoke(*args)
+    assert result.exit_code not in (0, None)
+    assert result.stderr.count("\n") == 1 and str(path) in result.stderr and phrase in result.stderr
+    assert "Traceback" not in result.output
+    if before:
+        assert sha256(path) == before

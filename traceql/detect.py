@@ -1,0 +1,116 @@
+"""`traceql detect`: exact overlap, baselines and slowdown labels for every compute kernel of a trace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzers.baselines import isolated_baseline, match_rate
+from analyzers.breakdown import rank_breakdown
+from analyzers.detector import SlowdownDetector
+from analyzers.features import FEATURES, feature_table
+from analyzers.labels import (
+    CASE_COLUMNS,
+    PAIRED_FACTOR,
+    detector_labels,
+    paired_labels,
+    rank_cases,
+    top_signatures,
+    with_scores,
+)
+from analyzers.overlap import comm_overlap
+from traceql import inputs
+from traceql.trace import read_trace
+
+LOW_MATCH = 0.5
+
+
+@dataclass
+class DetectResult:
+    """What `detect` found: per-rank summary, top slowed signatures, one row per compute kernel."""
+
+    ranks: pl.DataFrame
+    top_signatures: pl.DataFrame
+    kernels: pl.DataFrame
+    mode: str
+    match_rate: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "baseline_match_rate": None if self.match_rate is None else round(self.match_rate, 4),
+            "ranks": self.ranks.to_dicts(),
+            "top_signatures": self.top_signatures.to_dicts(),
+            "totals": {
+                "compute_kernels": self.kernels.height,
+                "cases": int(self.kernels["is_slowdown"].sum()),
+                "time_lost_ns": int(self.ranks["time_lost_ns"].sum()) if self.ranks.height else 0,
+            },
+            "notes": self.notes,
+        }
+
+
+def _baseline(paths: Sequence[str | Path], notes: list[str]) -> pl.DataFrame:
+    with read_trace(list(paths)) as iso:
+        kernels = iso.kernels
+    comm = kernels.filter(pl.col("kind") == "comm").height
+    if comm:
+        notes.append(f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
+                     "(record it on one GPU without DDP/NCCL)")
+    return isolated_baseline(kernels)
+
+
+def detect(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    *,
+    baseline: Sequence[str | Path] | None = None,
+    threshold: float = PAIRED_FACTOR,
+    top: int = 10,
+    detector: SlowdownDetector | None = None,
+) -> DetectResult:
+    """Label every compute kernel of a trace as slowed by communication or not.
+
+    With ``baseline`` (isolated runs of the same model and shapes), labels follow the paired definition:
+    overlapped and longer than ``threshold`` × the signature's isolated median. Without it, a
+    :class:`SlowdownDetector` labels from the trace alone. With neither paths nor baseline, the embedded
+    example trace and its isolated baseline.
+    """
+    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
+        paths = None
+        if baseline is None:
+            baseline = [inputs.DEFAULT_BASELINE]
+    notes: list[str] = []
+    with read_trace(paths) as trace:
+        kernels, memops = trace.kernels, trace.memcpy
+    if kernels.filter(pl.col("kind") == "comm").is_empty():
+        notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
+    overlap = comm_overlap(kernels)
+    features = feature_table(overlap)
+    model = detector if detector is not None else SlowdownDetector(threshold=threshold)
+    model.fit(features.select(FEATURES).to_numpy()) if features.height else None
+    scored = with_scores(features, model) if features.height else features.with_columns(pl.lit(None).alias("score"))
+    rate = None
+    if baseline:
+        base = _baseline(baseline, notes)
+        rate = match_rate(scored, base)
+        if rate < LOW_MATCH:
+            notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
+                         "was the baseline run with the same model and shapes?")
+        labelled = paired_labels(scored, base, threshold)
+    else:
+        labelled = detector_labels(scored, model) if scored.height else scored
+    ranks = rank_breakdown(kernels, memops).join(rank_cases(labelled), on=["run_id", "rank"], how="left")
+    ranks = ranks.with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0))
+    return DetectResult(
+        ranks=ranks,
+        top_signatures=top_signatures(labelled, top),
+        kernels=labelled.select(CASE_COLUMNS),
+        mode="baseline" if baseline else "detector",
+        match_rate=rate,
+        notes=notes,
+    )
