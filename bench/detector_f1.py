@@ -19,8 +19,8 @@ from sklearn.ensemble import IsolationForest
 from analyzers.detector import SlowdownDetector
 from analyzers.features import FEATURES, feature_table
 from analyzers.overlap import comm_overlap
-from traceql.trace import read_trace
 from traceql.detect import detect
+from traceql.trace import read_trace
 
 PAIRS = [("toy", "cap25"), ("toy", "cap2"), ("gpt2", "cap25"), ("gpt2", "cap2")]
 
