@@ -21,7 +21,7 @@ def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
     est = within_trace_baseline(overlap)
     dur = pl.col("duration_ns").cast(pl.Float64).clip(lower_bound=1.0)
     estimate = pl.col("estimate_ns").clip(lower_bound=1.0)
-    return overlap.join(est, on=["run_id", "signature"], how="left").with_columns(
+    return overlap.join(est, on=["run_id", "signature"], how="left", maintain_order="left").with_columns(
         (dur / estimate).log().alias("log_ratio"),
         dur.log().alias("log_duration"),
         ((dur - estimate) / (pl.col("clean_mad_ns") + 0.01 * estimate)).clip(-50.0, 50.0).alias("robust_z"),

@@ -21,7 +21,7 @@ def paired_labels(features: pl.DataFrame, baseline: pl.DataFrame, factor: float 
 
     Kernels whose signature the baseline lacks get ``baseline_ns`` null and are not cases.
     """
-    out = features.join(baseline.select("signature", "baseline_ns"), on="signature", how="left")
+    out = features.join(baseline.select("signature", "baseline_ns"), on="signature", how="left", maintain_order="left")
     return out.with_columns(
         (pl.col("duration_ns") / pl.col("baseline_ns")).alias("slowdown_ratio"),
         ((pl.col("comm_overlap_ns") > 0) & (pl.col("duration_ns") > factor * pl.col("baseline_ns")))

@@ -56,9 +56,9 @@ def comm_overlap(kernels: pl.DataFrame) -> pl.DataFrame:
         ov = overlap_with_union(us, ue, grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy())
         parts.append(grp.select("_idx").with_columns(pl.Series("comm_overlap_ns", ov, dtype=pl.Int64)))
     overlap = pl.concat(parts) if parts else pl.DataFrame(schema={"_idx": pl.UInt32, "comm_overlap_ns": pl.Int64})
-    out = compute.join(overlap, on="_idx", how="left")
+    out = compute.join(overlap, on="_idx", how="left", maintain_order="left")
     if comm.height:
-        out = out.join(_concurrent_comm(compute, comm), on="_idx", how="left")
+        out = out.join(_concurrent_comm(compute, comm), on="_idx", how="left", maintain_order="left")
     else:
         out = out.with_columns(pl.lit(None, dtype=pl.String).alias("concurrent_comm"))
     dur = pl.col("duration_ns")

@@ -77,7 +77,7 @@ def make_report(tmp: Path) -> Path:
 
 CASES: list[tuple[Callable[[Path], Path], str]] = [
     (make_missing, "no such file or directory"),
-    (make_empty_dir, "directory holds no nsys SQLite exports"),
+    (make_empty_dir, "directory holds no traces"),
     (make_text, "not a trace traceql can read"),
     (make_empty, "empty file (0 bytes)"),
     (make_truncated, "truncated SQLite database"),

@@ -122,12 +122,20 @@ def detect(
     fmt: Annotated[InfoFormat, typer.Option("--format", "-f", help="table or json")] = InfoFormat.table,
     threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case", min=1.0)] = 1.2,
     top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
+    metrics: Annotated[
+        list[Path] | None,
+        typer.Option("--metrics", "-m", help="ncu CSV(s) of the same workload: adds ncu_* metrics to --out rows"),
+    ] = None,
+    hta_compat: Annotated[
+        bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
+    ] = False,
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
 
     def body() -> None:
         with console.status("detecting…", spinner="dots") if sys.stderr.isatty() else _nullcontext():
-            result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top)
+            result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
+                                metrics=metrics or None, hta_compat=hta_compat)
         for note in result.notes:
             sys.stderr.write(note + "\n")
         if out is not None:

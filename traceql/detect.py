@@ -11,6 +11,7 @@ import polars as pl
 
 from analyzers.baselines import isolated_baseline, match_rate
 from analyzers.breakdown import rank_breakdown
+from analyzers.compat import hta_view
 from analyzers.detector import SlowdownDetector
 from analyzers.features import FEATURES, feature_table
 from analyzers.labels import (
@@ -22,11 +23,15 @@ from analyzers.labels import (
     top_signatures,
     with_scores,
 )
+from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
 from traceql import inputs
+from traceql.errors import InputError
+from traceql.sources.ncu import read_ncu
 from traceql.trace import read_trace
 
 LOW_MATCH = 0.5
+LOW_METRICS_MATCH = 0.9
 
 
 @dataclass
@@ -39,11 +44,13 @@ class DetectResult:
     mode: str
     match_rate: float | None = None
     notes: list[str] = field(default_factory=list)
+    metrics_match_rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "baseline_match_rate": None if self.match_rate is None else round(self.match_rate, 4),
+            "metrics_match_rate": None if self.metrics_match_rate is None else round(self.metrics_match_rate, 4),
             "ranks": self.ranks.to_dicts(),
             "top_signatures": self.top_signatures.to_dicts(),
             "totals": {
@@ -65,6 +72,14 @@ def _baseline(paths: Sequence[str | Path], notes: list[str]) -> pl.DataFrame:
     return isolated_baseline(kernels)
 
 
+def _metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
+    files = inputs.resolve(list(paths))
+    for f in files:
+        if f.fmt != "ncu-csv":
+            raise InputError("not an Nsight Compute CSV (give ncu --csv --page raw|details output)", path=str(f.path))
+    return pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed")
+
+
 def detect(
     paths: str | Path | Sequence[str | Path] | None = None,
     *,
@@ -72,21 +87,26 @@ def detect(
     threshold: float = PAIRED_FACTOR,
     top: int = 10,
     detector: SlowdownDetector | None = None,
+    hta_compat: bool = False,
+    metrics: Sequence[str | Path] | None = None,
 ) -> DetectResult:
     """Label every compute kernel of a trace as slowed by communication or not.
 
     With ``baseline`` (isolated runs of the same model and shapes), labels follow the paired definition:
     overlapped and longer than ``threshold`` × the signature's isolated median. Without it, a
     :class:`SlowdownDetector` labels from the trace alone. With neither paths nor baseline, the embedded
-    example trace and its isolated baseline.
+    example trace and its isolated baseline. ``hta_compat`` computes the per-rank breakdown as Holistic
+    Trace Analysis 0.5.0 does (``analyzers.compat``); labels stay exact. ``metrics`` (ncu CSVs of the same
+    workload) adds the ``ncu_*`` metrics to every compute kernel (``analyzers.metrics``).
     """
     if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
         paths = None
         if baseline is None:
             baseline = [inputs.DEFAULT_BASELINE]
     notes: list[str] = []
+    ncu = _metrics(metrics) if metrics else None
     with read_trace(paths) as trace:
-        kernels, memops = trace.kernels, trace.memcpy
+        kernels, memops, nvtx = trace.kernels, trace.memcpy, trace.nvtx
     if kernels.filter(pl.col("kind") == "comm").is_empty():
         notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
     overlap = comm_overlap(kernels)
@@ -104,13 +124,23 @@ def detect(
         labelled = paired_labels(scored, base, threshold)
     else:
         labelled = detector_labels(scored, model) if scored.height else scored
-    ranks = rank_breakdown(kernels, memops).join(rank_cases(labelled), on=["run_id", "rank"], how="left")
+    out_columns = CASE_COLUMNS
+    metrics_rate = None
+    if ncu is not None:
+        labelled, metrics_rate = join_metrics(labelled, ncu)
+        out_columns = CASE_COLUMNS + curated_columns(ncu) + ["ncu_match"]
+        if metrics_rate < LOW_METRICS_MATCH:
+            notes.append(f"warning: only {metrics_rate:.1%} of the profiled ncu launches match a kernel of the trace "
+                         "(same kernel name, grid, block and launch order): is it a profile of the same workload?")
+    view = hta_view(kernels, memops, nvtx) if hta_compat else (kernels, memops)
+    ranks = rank_breakdown(*view).join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
     ranks = ranks.with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0))
     return DetectResult(
         ranks=ranks,
         top_signatures=top_signatures(labelled, top),
-        kernels=labelled.select(CASE_COLUMNS),
+        kernels=labelled.select(out_columns),
         mode="baseline" if baseline else "detector",
         match_rate=rate,
         notes=notes,
+        metrics_match_rate=metrics_rate,
     )

@@ -21,7 +21,7 @@ DEFAULT_BASELINE = REPO_DATASETS / "default" / "toy_single.sqlite"
 
 @dataclass(frozen=True)
 class InputFile:
-    """One checked input: its path and its format (``nsys-sqlite``)."""
+    """One checked input: its path and its format (``nsys-sqlite``, ``kineto-json`` or ``ncu-csv``)."""
 
     path: Path
     fmt: str
@@ -61,6 +61,10 @@ def check_file(path: Path) -> InputFile:
         raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
     if size == 0:
         raise InputError("empty file (0 bytes): the capture or export was probably interrupted", path=str(path))
+    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] == b"{":
+        return InputFile(path, "kineto-json")
+    if path.suffix.lower() == ".csv":
+        return InputFile(path, "ncu-csv")
     if head.startswith(SQLITE_MAGIC):
         _check_sqlite_header(path, head, size)
         return InputFile(path, "nsys-sqlite")
@@ -69,17 +73,21 @@ def check_file(path: Path) -> InputFile:
     if head.startswith(b"SQLite format"):
         raise InputError("corrupt SQLite header", path=str(path))
     raise InputError(
-        "not a trace traceql can read (expected an nsys SQLite export: nsys export --type sqlite)",
+        "not a trace traceql can read (expected an nsys SQLite export or a torch.profiler JSON trace)",
         path=str(path),
     )
 
 
+def _is_trace_name(name: str) -> bool:
+    return name.endswith((".sqlite", ".json", ".json.gz", ".csv")) and name not in {"manifest.json"}
+
+
 def _scan_directory(path: Path) -> list[Path]:
-    found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".sqlite")
+    found = sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p.name))
     if not found:
         reps = sorted(p.name for p in path.iterdir() if p.suffix in {".nsys-rep", ".qdrep"})
         hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite)" if reps else ""
-        raise InputError(f"directory holds no nsys SQLite exports (*.sqlite){hint}", path=str(path))
+        raise InputError(f"directory holds no traces (*.sqlite, *.json, *.json.gz, ncu *.csv){hint}", path=str(path))
     return found
 
 

@@ -18,14 +18,33 @@ RELATIONS: dict[str, str] = {
         run_id VARCHAR, rank INTEGER, device INTEGER, stream BIGINT, start_ns BIGINT, end_ns BIGINT,
         duration_ns BIGINT, name VARCHAR, short_name VARCHAR, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
         block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, shared_mem BIGINT,
-        correlation_id BIGINT, kind VARCHAR, collective VARCHAR""",
+        correlation_id BIGINT, kind VARCHAR, collective VARCHAR, launch_ns BIGINT""",
     "memcpy": """
         run_id VARCHAR, rank INTEGER, device INTEGER, stream BIGINT, start_ns BIGINT, end_ns BIGINT,
-        duration_ns BIGINT, bytes BIGINT, copy_kind VARCHAR, correlation_id BIGINT, kind VARCHAR""",
+        duration_ns BIGINT, bytes BIGINT, copy_kind VARCHAR, correlation_id BIGINT, kind VARCHAR, launch_ns BIGINT""",
     "nvtx": "run_id VARCHAR, rank INTEGER, start_ns BIGINT, end_ns BIGINT, text VARCHAR, domain VARCHAR",
     "gpus": """
         run_id VARCHAR, device INTEGER, name VARCHAR, sm_count INTEGER, memory_bytes BIGINT,
         memory_bandwidth BIGINT, clock_hz BIGINT, compute_capability VARCHAR, bus_location VARCHAR""",
+    # Nsight Compute: one row per profiled launch; every metric of the CSV follows these columns
+    "kernel_metrics": """
+        path VARCHAR, ncu_id BIGINT, kernel_name VARCHAR, short_name VARCHAR, grid_x INTEGER, grid_y INTEGER,
+        grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER, device INTEGER, stream BIGINT,
+        launch_index BIGINT, ncu_duration_ns DOUBLE, ncu_sm_throughput_pct DOUBLE, ncu_memory_throughput_pct DOUBLE,
+        ncu_dram_throughput_pct DOUBLE, ncu_achieved_occupancy_pct DOUBLE, ncu_registers_per_thread DOUBLE""",
+    "kernel_metric_units": "metric VARCHAR, unit VARCHAR",
+}
+
+# The order every relation is read in: deterministic whatever order the engine inserted rows in.
+ORDER_BY: dict[str, str] = {
+    "runs": "run_id, path",
+    "ranks": "run_id, rank",
+    "kernels": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
+    "memcpy": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
+    "nvtx": "run_id, rank, start_ns, end_ns, text",
+    "gpus": "run_id, device",
+    "kernel_metrics": "path, ncu_id",
+    "kernel_metric_units": "metric",
 }
 
 # Communication kernels of NCCL, RCCL and HCCL, old (ncclKernel_*) and new (ncclDevKernel_*,

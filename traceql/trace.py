@@ -11,7 +11,7 @@ import polars as pl
 
 from traceql import engine, inputs, model
 from traceql.errors import QueryError
-from traceql.sources import nsys
+from traceql.sources import kineto, ncu, nsys
 from traceql.sources.ranks import assign_ranks
 
 
@@ -25,7 +25,8 @@ def _query_error(exc: duckdb.Error) -> QueryError:
 class Trace:
     """The normalized model of one or more trace files (see ``traceql.model``).
 
-    Relations: ``runs``, ``ranks``, ``kernels``, ``memcpy``, ``nvtx``, ``gpus``. Each is a DuckDB table
+    Relations: ``runs``, ``ranks``, ``kernels``, ``memcpy``, ``nvtx``, ``gpus``, ``kernel_metrics``,
+    ``kernel_metric_units``. Each is a DuckDB table
     in :attr:`con`; :meth:`sql` queries them, :meth:`relation` reads one as a polars DataFrame.
     """
 
@@ -50,7 +51,7 @@ class Trace:
         """One relation of the model as a polars DataFrame."""
         if name not in model.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(model.RELATIONS)}")
-        return self.con.sql(f"SELECT * FROM {name}").pl()
+        return self.con.sql(f"SELECT * FROM {name} ORDER BY {model.ORDER_BY[name]}").pl()
 
     @property
     def kernels(self) -> pl.DataFrame:
@@ -102,11 +103,17 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     con = engine.connect()
     try:
         model.create_relations(con)
-        attached = [nsys.attach(con, f.path, f"src{i}") for i, f in enumerate(checked)]
-        ranks = assign_ranks({f.path: f.pids for f in attached})
-        nsys.load(con, attached, ranks)
+        sqlite = [f for f in checked if f.fmt == "nsys-sqlite"]
+        attached = [nsys.attach(con, f.path, f"src{i}") for i, f in enumerate(sqlite)]
+        if attached:
+            nsys.load(con, attached, assign_ranks({f.path: f.pids for f in attached}))
         for f in attached:
             con.execute(f"DETACH {f.alias}")
+        parsed = [kineto.parse(f.path) for f in checked if f.fmt == "kineto-json"]
+        if parsed:
+            for kf, run_id, rank, how in kineto.assign(parsed):
+                kineto.load(con, kf, run_id, rank, how)
+        ncu.load(con, [ncu.read_ncu(f.path) for f in checked if f.fmt == "ncu-csv"])
     except BaseException:
         con.close()
         raise

@@ -85,31 +85,45 @@ def _copy_kind_sql(col: str) -> str:
     return f"CASE {col} {cases} ELSE 'Unknown' END"
 
 
+def _launches(f: NsysFile) -> tuple[str, str]:
+    """A LEFT JOIN giving each GPU activity ``t`` its CUDA API call's start (``l.launch``), or NULL."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in f.tables:
+        return "NULL", ""
+    return "l.launch", f"""LEFT JOIN (
+            SELECT correlationId, globalTid >> 24 AS p, min(start) AS launch
+            FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL
+        ) l ON l.correlationId = t.correlationId AND l.p = coalesce(t.globalPid, 0) >> 24"""
+
+
 def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     a = f.alias
+    launch, launch_join = _launches(f)
     con.execute(f"""
         INSERT INTO kernels
-        SELECT m.run_id, m.rank, k.deviceId, k.streamId, k.start, k."end", k."end" - k.start,
-               coalesce(dn.value, sn.value), sn.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,
-               k.registersPerThread, k.staticSharedMemory + k.dynamicSharedMemory, k.correlationId,
+        SELECT m.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start,
+               coalesce(dn.value, sn.value), sn.value, t.gridX, t.gridY, t.gridZ, t.blockX, t.blockY, t.blockZ,
+               t.registersPerThread, t.staticSharedMemory + t.dynamicSharedMemory, t.correlationId,
                {kind_expr('sn.value')},
-               CASE WHEN {kind_expr('sn.value')} = 'comm' THEN {collective_expr('sn.value')} END
-        FROM {a}.{KERNEL_TABLE} k
-        JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(k.globalPid, 0)
-        LEFT JOIN {a}.StringIds sn ON sn.id = k.shortName
-        LEFT JOIN {a}.StringIds dn ON dn.id = k.demangledName
+               CASE WHEN {kind_expr('sn.value')} = 'comm' THEN {collective_expr('sn.value')} END,
+               {launch}
+        FROM {a}.{KERNEL_TABLE} t
+        JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)
+        LEFT JOIN {a}.StringIds sn ON sn.id = t.shortName
+        LEFT JOIN {a}.StringIds dn ON dn.id = t.demangledName
+        {launch_join}
     """)
 
 
 def _load_memops(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     a = f.alias
-    join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)"
+    launch, launch_join = _launches(f)
+    join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join}"
     head = 'm.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start, t.bytes'
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
-        con.execute(f"""INSERT INTO memcpy SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy'
-                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
+        con.execute(f"""INSERT INTO memcpy SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy',
+                        {launch} FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
-        con.execute(f"""INSERT INTO memcpy SELECT {head}, 'Memset', t.correlationId, 'memset'
+        con.execute(f"""INSERT INTO memcpy SELECT {head}, 'Memset', t.correlationId, 'memset', {launch}
                         FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}""")
 
 

@@ -1,0 +1,216 @@
+"""torch.profiler (Kineto) Chrome-trace JSON → the normalized model.
+
+One file per rank. Events are streamed; only GPU activity (kernels, copies, memsets), annotations and the
+trace's metadata are kept, as columns. Timestamps (µs with ns decimals) become int64 ns from their text.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from traceql.errors import InputError, SchemaError
+from traceql.model import collective_expr, columns, kind_expr
+from traceql.sources.json_stream import stream_trace
+from traceql.sources.ranks import RANK_IN_NAME, rank_from_name
+
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
+            "memset": "memset", "cuda_sync": "sync"}
+ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+COPY_KIND = re.compile(r"^Memcpy (\w+)")
+
+
+@dataclass
+class KinetoFile:
+    """One parsed Kineto trace: its metadata and its GPU events and annotations as columns."""
+
+    path: Path
+    meta: dict[str, Any]
+    gpu: dict[str, list] = field(default_factory=dict)
+    notes: dict[str, list] = field(default_factory=dict)
+    launches: dict[str, list] = field(default_factory=dict)
+    pid: int | None = None
+
+    @property
+    def rank(self) -> int | None:
+        info = self.meta.get("distributedInfo")
+        if isinstance(info, str):  # some tools store it as a Python repr
+            try:
+                info = ast.literal_eval(info)
+            except (ValueError, SyntaxError):
+                info = None
+        if isinstance(info, dict) and isinstance(info.get("rank"), int):
+            return info["rank"]
+        return rank_from_name(self.path)
+
+
+GPU_FIELDS = ("kind", "name", "ts", "dur", "device", "stream", "correlation", "grid", "block", "registers",
+              "shared", "bytes")
+NOTE_FIELDS = ("cat", "name", "ts", "dur")
+
+
+def parse(path: Path) -> KinetoFile:
+    """Stream one trace file into a :class:`KinetoFile`; InputError/SchemaError for what cannot be used."""
+    meta: dict[str, Any] = {}
+    gpu: dict[str, list] = {f: [] for f in GPU_FIELDS}
+    notes: dict[str, list] = {f: [] for f in NOTE_FIELDS}
+    launches: dict[str, list] = {"correlation": [], "ts": []}
+    pid = None
+    cpu_events = 0
+    for ev in stream_trace(path, meta):
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        cat = str(ev.get("cat", "")).lower()
+        kind = GPU_CATS.get(cat)
+        if kind is not None:
+            args = ev.get("args") or {}
+            grid, block = args.get("grid") or (None,) * 3, args.get("block") or (None,) * 3
+            for f, v in zip(GPU_FIELDS, (kind, ev.get("name"), ev.get("ts"), ev.get("dur", 0), args.get("device"),
+                                         args.get("stream"), args.get("correlation"), list(grid), list(block),
+                                         args.get("registers per thread"), args.get("shared memory"),
+                                         args.get("bytes")), strict=True):
+                gpu[f].append(v)
+        elif cat in ANNOTATION_CATS:
+            for f, v in zip(NOTE_FIELDS, (cat, ev.get("name"), ev.get("ts"), ev.get("dur", 0)), strict=True):
+                notes[f].append(v)
+        else:
+            cpu_events += 1
+            if cat in LAUNCH_CATS and "correlation" in (ev.get("args") or {}):
+                launches["correlation"].append(ev["args"]["correlation"])
+                launches["ts"].append(ev.get("ts"))
+            if pid is None and isinstance(ev.get("pid"), int) and cat == "cpu_op":
+                pid = ev["pid"]
+    if "_has_events" not in meta:
+        raise InputError("a JSON file, but not a Chrome/Kineto trace (no traceEvents array)", path=str(path))
+    if not gpu["kind"]:
+        raise SchemaError(
+            f"no GPU activity in this trace ({cpu_events} CPU events): was torch.profiler run with "
+            "ProfilerActivity.CUDA?", path=str(path))
+    return KinetoFile(path, meta, gpu, notes, launches, pid)
+
+
+def _ns(col: str) -> pl.Expr:
+    """µs as text ("4438525877947.739") or number → int64 ns, exact for up to 3 decimals, rounded beyond."""
+    text = pl.col(col).cast(pl.String)
+    parts = text.str.split_exact(".", 1)
+    whole = parts.struct.field("field_0").cast(pl.Int64) * 1000
+    frac = parts.struct.field("field_1").fill_null("").str.pad_end(4, "0")
+    return whole + frac.str.slice(0, 3).cast(pl.Int64) + (frac.str.slice(3, 1).cast(pl.Int64) >= 5).cast(pl.Int64)
+
+
+def short_name(name: str) -> str:
+    """A kernel's base name, as nsys shows it: no return type, namespaces, templates or arguments."""
+    text = name.replace("(anonymous namespace)", "anonymous").replace("<unnamed>", "anonymous")
+    depth, kept = 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(":
+                break  # the argument list
+            kept.append(ch)
+    base = "".join(kept).strip().split(" ")[-1].split("::")[-1]
+    return base or name
+
+
+def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
+    g = pl.DataFrame(f.gpu, schema_overrides={"ts": pl.String, "dur": pl.String, "grid": pl.List(pl.Int64),
+                                              "block": pl.List(pl.Int64), "name": pl.String}, strict=False)
+    names = g["name"].unique().drop_nulls()
+    shorts = pl.DataFrame({"name": names, "short_name": [short_name(n) for n in names]})
+    launches = (
+        pl.DataFrame(f.launches, schema_overrides={"ts": pl.String}, strict=False)
+        .select(pl.col("correlation").cast(pl.Int64), _ns("ts").alias("launch_ns"))
+        .group_by("correlation").agg(pl.col("launch_ns").min())
+    )
+    start = _ns("ts")
+    g = g.with_columns(pl.col("correlation").cast(pl.Int64))
+    g = g.join(shorts, on="name", how="left", maintain_order="left")
+    return g.join(launches, on="correlation", how="left", maintain_order="left").with_columns(
+        pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"),
+        start.alias("start_ns"), (start + _ns("dur")).alias("end_ns"), _ns("dur").alias("duration_ns"),
+    )
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame) -> None:
+    con.register("_frame", df.select(columns(table)).to_arrow())
+    con.execute(f"INSERT INTO {table} SELECT * FROM _frame")
+    con.unregister("_frame")
+
+
+def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, rank_from: str) -> None:
+    """Insert one parsed trace as rank ``rank`` of run ``run_id``."""
+    cupti = f.meta.get("cupti_version")
+    con.execute("INSERT INTO runs VALUES (?, 'kineto', ?, ?, ?, ?, ?)",
+                [run_id, str(f.path), f"torch.profiler (CUPTI {cupti})" if cupti else "torch.profiler",
+                 str(f.meta.get("schemaVersion", "")) or None, [rank], f.path.stat().st_size])
+    con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?)", [run_id, rank, str(f.path), f.pid, rank_from])
+    g = _gpu_frame(f, run_id, rank)
+    kernels = g.filter(pl.col("kind").is_in(["kernel", "sync"])).with_columns(
+        *(pl.col(d).list.get(i, null_on_oob=True).cast(pl.Int32).alias(f"{d}_{a}")
+          for d in ("grid", "block") for i, a in enumerate("xyz")),
+        pl.col("device").cast(pl.Int32), pl.col("stream").cast(pl.Int64),
+        pl.col("registers").cast(pl.Int32), pl.col("shared").cast(pl.Int64).alias("shared_mem"),
+        pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
+    )
+    con.register("_k", kernels.to_arrow())
+    con.execute(f"""
+        INSERT INTO kernels SELECT run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
+            grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_mem, correlation_id,
+            CASE WHEN kind = 'sync' THEN 'sync' ELSE {kind_expr('short_name')} END,
+            CASE WHEN kind = 'kernel' AND {kind_expr('short_name')} = 'comm' THEN {collective_expr('short_name')} END,
+            launch_ns
+        FROM _k""")
+    con.unregister("_k")
+    mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
+        pl.col("device").cast(pl.Int32), pl.col("stream").cast(pl.Int64), pl.col("bytes").cast(pl.Int64),
+        pl.when(pl.col("kind") == "memset").then(pl.lit("Memset"))
+        .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
+        pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
+    )
+    _insert(con, "memcpy", mem)
+    notes = pl.DataFrame(f.notes, schema_overrides={"ts": pl.String, "dur": pl.String}, strict=False)
+    if notes.height:
+        start = _ns("ts")
+        _insert(con, "nvtx", notes.with_columns(
+            pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"), start.alias("start_ns"),
+            (start + _ns("dur")).alias("end_ns"), pl.col("name").alias("text"), pl.col("cat").alias("domain")))
+    props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
+    for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
+        p = props.get(dev, {})
+        cc = f"{p['computeMajor']}.{p['computeMinor']}" if "computeMajor" in p else None
+        con.execute("INSERT INTO gpus SELECT ?, ?, ?, ?, ?, NULL, NULL, ?, NULL WHERE NOT EXISTS "
+                    "(SELECT 1 FROM gpus WHERE run_id = ? AND device = ?)",
+                    [run_id, dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc, run_id, dev])
+
+
+def run_name(paths: list[Path]) -> str:
+    """A run's name from its per-rank files: the common stem without the rank, else the folder's name."""
+    stems = {RANK_IN_NAME.sub("", p.name.split(".")[0]).strip("_-.") for p in paths}
+    if len(stems) == 1 and (stem := stems.pop()):
+        return stem
+    return paths[0].resolve().parent.name or paths[0].stem
+
+
+def assign(files: list[KinetoFile]) -> list[tuple[KinetoFile, str, int, str]]:
+    """Ranks and run id of Kineto files given together: one run, ranks from distributedInfo or names."""
+    ranks = [f.rank for f in files]
+    how = ["distributedInfo" if f.meta.get("distributedInfo") else "file name" for f in files]
+    if None in ranks:
+        ranks, how = list(range(len(files))), ["file order"] * len(files)
+    seen: dict[int, Path] = {}
+    for f, r in zip(files, ranks, strict=True):
+        if r in seen:
+            raise InputError(f"claims rank {r}, as {seen[r]} does: give one trace per rank", path=str(f.path))
+        seen[r] = f.path
+    run_id = run_name([f.path for f in files])
+    return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)]

@@ -1,0 +1,163 @@
+"""Nsight Compute CSV (``ncu --csv --page raw`` or ``--page details``) → the ``kernel_metrics`` relation.
+
+One row per profiled kernel launch: its identity (``ncu_id``, kernel name, short name, grid, block, device,
+stream, ``launch_index`` = order among launches of the same short name, grid and block) and every metric,
+typed as a number where its values are numbers. ``kernel_metric_units`` gives each metric's unit.
+Lines ncu or the program print around the table (``==PROF==``, the program's own output) are skipped.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+import duckdb
+
+from traceql.errors import InputError
+from traceql.model import columns
+from traceql.sources.kineto import short_name
+
+ID_COLS = {"ID": "ncu_id", "Kernel Name": "kernel_name", "Device": "device", "Stream": "stream",
+           "Grid Size": "grid", "Block Size": "block"}
+DETAILS_COLS = {"Section Name", "Metric Name", "Metric Unit", "Metric Value"}
+# metrics every page gives, under one name: (raw metric candidates, details metric name)
+CURATED = {
+    "ncu_duration_ns": (["gpu__time_duration.sum"], "Duration"),
+    "ncu_sm_throughput_pct": (["sm__throughput.avg.pct_of_peak_sustained_elapsed"], "Compute (SM) Throughput"),
+    "ncu_memory_throughput_pct": (["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"],
+                                  "Memory Throughput"),
+    "ncu_dram_throughput_pct": (["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                                 "dram__throughput.avg.pct_of_peak_sustained_elapsed"], "DRAM Throughput"),
+    "ncu_achieved_occupancy_pct": (["sm__warps_active.avg.pct_of_peak_sustained_active"], "Achieved Occupancy"),
+    "ncu_registers_per_thread": (["launch__registers_per_thread"], "Registers Per Thread"),
+}
+TIME_SCALE = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+
+@dataclass
+class NcuMetrics:
+    """A parsed ncu CSV: ``metrics`` (one row per launch), ``units`` (metric → unit) and the page kind."""
+
+    path: Path
+    page: str
+    metrics: pl.DataFrame
+    units: pl.DataFrame
+
+
+def _table_text(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if start is None:
+        raise InputError("not an Nsight Compute CSV (no \"ID\" header row): was it written with ncu --csv?",
+                         path=str(path))
+    return "\n".join(line for line in lines[start:] if line.startswith('"'))
+
+
+def _numeric(df: pl.DataFrame, skip: set[str]) -> pl.DataFrame:
+    """Cast every column whose non-empty values all parse as numbers (thousands separators allowed)."""
+    casts = []
+    for col in df.columns:
+        if col in skip:
+            continue
+        num = df[col].str.replace_all(",", "").cast(pl.Float64, strict=False)
+        given = df[col].is_not_null() & (df[col] != "")
+        if given.any() and num.filter(given).null_count() == 0:
+            casts.append(num.alias(col))
+    return df.with_columns(casts)
+
+
+def _dims(col: str) -> list[pl.Expr]:
+    parts = pl.col(col).str.extract_all(r"\d+")
+    return [parts.list.get(i, null_on_oob=True).cast(pl.Int32).alias(f"{col}_{a}") for i, a in enumerate("xyz")]
+
+
+def _raw(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    units_row = df.filter(pl.col("ID") == "")
+    data = df.filter(pl.col("ID") != "")
+    units = (units_row.head(1).transpose(include_header=True, header_name="metric", column_names=["unit"])
+             if units_row.height else pl.DataFrame({"metric": df.columns, "unit": [""] * df.width}))
+    data = _numeric(data, set(ID_COLS) | {"Process Name", "Host Name"})
+    curated = []
+    for name, (candidates, _) in CURATED.items():
+        col = next((c for c in candidates if c in data.columns), None)
+        curated.append((pl.col(col).cast(pl.Float64, strict=False) if col else pl.lit(None, pl.Float64)).alias(name))
+    return data.with_columns(curated), units.with_columns(pl.col("unit").fill_null(""))
+
+
+def _details(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ident = [c for c in df.columns if c not in DETAILS_COLS and not c.startswith(("Rule ", "Estimated "))]
+    rows = df.filter((pl.col("Metric Name") != "") & pl.col("Metric Name").is_not_null()).with_columns(
+        pl.when(pl.col("Metric Name").is_in(ident))  # e.g. "Block Size" is a column and a metric
+        .then(pl.format("{}: {}", "Section Name", "Metric Name")).otherwise(pl.col("Metric Name")).alias("Metric Name")
+    )
+    units = rows.group_by("Metric Name").agg(pl.col("Metric Unit").first()).rename(
+        {"Metric Name": "metric", "Metric Unit": "unit"})
+    wide = rows.pivot(on="Metric Name", index=ident, values="Metric Value", aggregate_function="first")
+    wide = _numeric(wide, set(ident))
+    curated = []
+    for name, (_, metric) in CURATED.items():
+        if metric not in wide.columns or wide.schema[metric] != pl.Float64:
+            curated.append(pl.lit(None, pl.Float64).alias(name))
+            continue
+        value = pl.col(metric)
+        if name == "ncu_duration_ns":
+            unit = units.filter(pl.col("metric") == metric)["unit"].item()
+            value = value * TIME_SCALE.get(unit, float("nan"))
+        curated.append(value.alias(name))
+    return wide.with_columns(curated), units.with_columns(pl.col("unit").fill_null(""))
+
+
+def read_ncu(path: Path) -> NcuMetrics:
+    """Parse one ncu CSV of either page; InputError when the layout is neither."""
+    text = _table_text(path)
+    try:
+        df = pl.read_csv(io.StringIO(text), infer_schema=False, truncate_ragged_lines=True)
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"unreadable ncu CSV ({str(exc).splitlines()[0]})", path=str(path)) from None
+    missing = {"ID", "Kernel Name", "Grid Size", "Block Size"} - set(df.columns)
+    if missing:
+        raise InputError(f"unknown ncu CSV layout: no {', '.join(sorted(missing))} column "
+                         "(expected ncu --csv --page raw or --page details)", path=str(path))
+    if DETAILS_COLS <= set(df.columns):
+        page, (metrics, units) = "details", _details(df)
+    elif any("__" in c for c in df.columns):
+        page, (metrics, units) = "raw", _raw(df)
+    else:
+        raise InputError("unknown ncu CSV layout: neither raw metrics (name__metric columns) nor the details "
+                         "page (Section/Metric Name/Value columns)", path=str(path))
+    if metrics.is_empty():
+        raise InputError("the ncu CSV has no profiled kernels (did --launch-skip skip them all?)", path=str(path))
+    metrics = metrics.rename({k: v for k, v in ID_COLS.items() if k in metrics.columns})
+    names = metrics["kernel_name"].unique()
+    shorts = pl.DataFrame({"kernel_name": names, "short_name": [short_name(n) for n in names]})
+    metrics = (
+        metrics.join(shorts, on="kernel_name", how="left", maintain_order="left")
+        .with_columns(pl.col("ncu_id").cast(pl.Int64), *_dims("grid"), *_dims("block"),
+                      pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False))
+        .sort("ncu_id")
+        .with_columns(pl.int_range(pl.len()).over("short_name", *(f"{d}_{a}" for d in ("grid", "block")
+                                                                  for a in "xyz")).alias("launch_index"))
+        .with_columns(pl.lit(str(path)).alias("path"))
+    )
+    return NcuMetrics(path, page, metrics, units)
+
+
+def load(con: duckdb.DuckDBPyConnection, parsed: list[NcuMetrics]) -> None:
+    """Replace the empty ``kernel_metrics``/``kernel_metric_units`` tables with the parsed CSVs' rows."""
+    if not parsed:
+        return
+    base = columns("kernel_metrics")
+    metrics = pl.concat([p.metrics for p in parsed], how="diagonal_relaxed")
+    metrics = metrics.select(base + [c for c in metrics.columns if c not in base])
+    units = pl.concat([p.units for p in parsed]).unique(subset="metric", keep="first")
+    for name, frame in (("kernel_metrics", metrics), ("kernel_metric_units", units)):
+        con.register("_frame", frame.to_arrow())
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _frame")
+        con.unregister("_frame")
