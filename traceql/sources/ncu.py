@@ -12,9 +12,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
-
 import duckdb
+import polars as pl
 
 from traceql.errors import InputError
 from traceql.model import columns
