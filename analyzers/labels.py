@@ -9,11 +9,14 @@ from analyzers.detector import SlowdownDetector
 from analyzers.features import FEATURES
 
 PAIRED_FACTOR = 1.2
-CASE_COLUMNS = [
-    "run_id", "rank", "device", "stream", "start_ns", "end_ns", "duration_ns", "name", "signature",
-    "comm_overlap_ns", "comm_overlap_frac", "concurrent_comm", "baseline_ns", "slowdown_ratio", "score",
-    "is_slowdown", "label_source",
-]
+CASE_SCHEMA = {
+    "run_id": pl.String, "rank": pl.Int32, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
+    "end_ns": pl.Int64, "duration_ns": pl.Int64, "name": pl.String, "signature": pl.String,
+    "comm_overlap_ns": pl.Int64, "comm_overlap_frac": pl.Float64, "concurrent_comm": pl.String,
+    "baseline_ns": pl.Float64, "slowdown_ratio": pl.Float64, "score": pl.Float64, "is_slowdown": pl.Boolean,
+    "label_source": pl.String,
+}
+CASE_COLUMNS = list(CASE_SCHEMA)
 
 
 def paired_labels(features: pl.DataFrame, baseline: pl.DataFrame, factor: float = PAIRED_FACTOR) -> pl.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext as _nullcontext
@@ -13,7 +14,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from collectors.launch import LaunchOptions
+from collectors.profilers import ProfilerOptions
 from traceql import output, render
+from traceql.collect import CollectFailed, run_collect
 from traceql.detect import detect as run_detect
 from traceql.errors import TraceqlError
 from traceql.info import trace_info
@@ -52,6 +56,13 @@ def _guard(fn: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         raise typer.Exit(130) from None
+    except Exception as exc:  # a bug, not bad input: one line, unless TRACEQL_DEBUG asks for the traceback
+        if os.environ.get("TRACEQL_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {first}); "
+                         "rerun with TRACEQL_DEBUG=1 for the traceback and please report it\n")
+        raise typer.Exit(70) from None
 
 
 def _emit_json(data: Any) -> None:
@@ -146,6 +157,85 @@ def detect(
             _emit_json(result.to_dict())
         else:
             render.print_detect(console, result)
+
+    _guard(body)
+
+
+def _overrides(items: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise TraceqlError(f"--set {item!r}: expected KEY=VALUE, e.g. --set cap_size=2")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _ranks(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise TraceqlError(f"--ranks {text!r}: expected rank numbers such as 0 or 0,2") from None
+
+
+@app.command()
+def collect(
+    input_dir: Annotated[Path, typer.Argument(help="folder with define_model.py, local_config.json")],
+    profiler: Annotated[str, typer.Option("--profiler", "-p", help="nsys, ncu, torch or none")] = "none",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="run folder (runs/NAME-PROFILER-TIME)")] = None,
+    steps: Annotated[int, typer.Option(help="profiled steps in the middle of the last epoch (nsys, ncu)")] = 5,
+    ranks: Annotated[str | None, typer.Option(help="ranks to profile, e.g. 0 or 0,4 (default all)")] = None,
+    device: Annotated[str, typer.Option(help="auto, cuda (NCCL) or cpu (gloo)")] = "auto",
+    timeout: Annotated[float | None, typer.Option(help="seconds before the whole run is stopped")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override local_config: --set cap_size=2")] = None,
+    nsys_trace: Annotated[str, typer.Option(help="nsys -t")] = "cuda,nvtx",
+    nsys_args: Annotated[str, typer.Option(help="more nsys profile options")] = "-s none --cpuctxsw none",
+    ncu_kernel: Annotated[str | None, typer.Option(help="ncu: profile kernels whose name matches this regex")] = None,
+    ncu_launch_skip: Annotated[int, typer.Option(help="ncu --launch-skip (within the window)")] = 0,
+    ncu_launch_count: Annotated[int, typer.Option(help="ncu --launch-count")] = 50,
+    ncu_args: Annotated[str, typer.Option(help="more ncu options")] = "",
+    torch_wait: Annotated[int, typer.Option(help="torch.profiler schedule wait")] = 1,
+    torch_warmup: Annotated[int, typer.Option(help="torch.profiler schedule warmup")] = 1,
+    torch_active: Annotated[int, typer.Option(help="torch.profiler schedule active")] = 3,
+    torch_repeat: Annotated[int, typer.Option(help="torch.profiler schedule repeat")] = 1,
+    torch_skip_first: Annotated[int, typer.Option(help="torch.profiler schedule skip_first")] = 0,
+    launcher: Annotated[str, typer.Option(help="torchrun, or env: ranks started by mpirun/srun")] = "torchrun",
+    nnodes: Annotated[int, typer.Option(help="nodes (torchrun rendezvous)")] = 1,
+    node_rank: Annotated[int, typer.Option(help="this node's rank (torchrun)")] = 0,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="torchrun rendezvous HOST:PORT")] = None,
+    rdzv_id: Annotated[str, typer.Option(help="torchrun rendezvous id")] = "traceql",
+    rdzv_backend: Annotated[str, typer.Option(help="torchrun rendezvous backend")] = "c10d",
+) -> None:
+    """Run the training in INPUT_DIR on this node's GPUs (or CPUs) under a profiler; write a run folder."""
+
+    def body() -> None:
+        opts = ProfilerOptions(
+            name=profiler, steps=steps, nsys_trace=nsys_trace, nsys_args=nsys_args, ncu_kernel=ncu_kernel,
+            ncu_launch_skip=ncu_launch_skip, ncu_launch_count=ncu_launch_count, ncu_args=ncu_args,
+            torch_wait=torch_wait, torch_warmup=torch_warmup, torch_active=torch_active, torch_repeat=torch_repeat,
+            torch_skip_first=torch_skip_first)
+        launch = LaunchOptions(launcher=launcher, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                               rdzv_id=rdzv_id, rdzv_backend=rdzv_backend, device=device, timeout=timeout,
+                               profile_ranks=_ranks(ranks))
+        status = console.status("collecting…", spinner="dots") if sys.stderr.isatty() else _nullcontext()
+        with status as live:
+            def progress(text: str) -> None:
+                if live is not None:
+                    live.update(f"collecting… {text}")
+
+            try:
+                manifest = run_collect(input_dir, opts, out=out, launch=launch, overrides=_overrides(set_),
+                                       progress=progress)
+            except CollectFailed as exc:
+                if exc.detail:
+                    sys.stderr.write(exc.detail.rstrip() + "\n")
+                raise
+        render.print_manifest(console, manifest)
 
     _guard(body)
 

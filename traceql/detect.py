@@ -16,6 +16,7 @@ from analyzers.detector import SlowdownDetector
 from analyzers.features import FEATURES, feature_table
 from analyzers.labels import (
     CASE_COLUMNS,
+    CASE_SCHEMA,
     PAIRED_FACTOR,
     detector_labels,
     paired_labels,
@@ -28,7 +29,7 @@ from analyzers.overlap import comm_overlap
 from traceql import inputs
 from traceql.errors import InputError
 from traceql.sources.ncu import read_ncu
-from traceql.trace import read_trace
+from traceql.trace import Trace, read_trace
 
 LOW_MATCH = 0.5
 LOW_METRICS_MATCH = 0.9
@@ -80,6 +81,25 @@ def _metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
     return pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed")
 
 
+RANK_COLUMNS = {"span_ns": pl.Int64, "busy_ns": pl.Int64, "idle_ns": pl.Int64, "compute_ns": pl.Int64,
+                "comm_ns": pl.Int64, "memory_ns": pl.Int64, "non_compute_ns": pl.Int64,
+                "comm_compute_overlap_ns": pl.Int64, "comm_comp_overlap_pct": pl.Float64,
+                "compute_kernels": pl.Int64, "cases": pl.Int64, "time_lost_ns": pl.Int64}
+
+
+def _no_kernels(trace: Trace, notes: list[str]) -> DetectResult:
+    """A trace with no compute kernels: an ncu-only input is an error, a CPU run is an empty result."""
+    if not trace.relation("kernel_metrics").is_empty():
+        raise InputError("Nsight Compute metrics are not a timeline: give them as detect TRACE --metrics PATH",
+                         path=str(trace.paths[0]))
+    notes.append("no GPU kernels in this trace (a run on CPU?): nothing to label")
+    zeros = [pl.lit(0 if t == pl.Int64 else None, dtype=t).alias(c) for c, t in RANK_COLUMNS.items()]
+    ranks = trace.ranks.select("run_id", "rank", *zeros)
+    empty = pl.DataFrame(schema=CASE_SCHEMA)
+    return DetectResult(ranks=ranks, top_signatures=top_signatures(empty, 1), kernels=empty, mode="none",
+                        notes=notes)
+
+
 def detect(
     paths: str | Path | Sequence[str | Path] | None = None,
     *,
@@ -107,6 +127,8 @@ def detect(
     ncu = _metrics(metrics) if metrics else None
     with read_trace(paths) as trace:
         kernels, memops, nvtx = trace.kernels, trace.memcpy, trace.nvtx
+        if kernels.filter(pl.col("kind") == "compute").is_empty():
+            return _no_kernels(trace, notes)
     if kernels.filter(pl.col("kind") == "comm").is_empty():
         notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
     overlap = comm_overlap(kernels)

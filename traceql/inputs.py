@@ -6,6 +6,7 @@ line and is never opened by a database engine.
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ class InputFile:
 
     path: Path
     fmt: str
+    cpu_run: bool = False  # from a collection on CPU: a Kineto trace without GPU activity is expected
 
 
 def _export_hint(path: Path) -> str:
@@ -82,6 +84,28 @@ def _is_trace_name(name: str) -> bool:
     return name.endswith((".sqlite", ".json", ".json.gz", ".csv")) and name not in {"manifest.json"}
 
 
+def _run_folder(path: Path) -> list[InputFile] | None:
+    """The traces of a `traceql collect` run folder, from its manifest.json; None for other folders."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not str(manifest.get("format", "")).startswith("traceql-run/"):
+        return None
+    traces = manifest.get("files", {}).get("traces", [])
+    if not traces:
+        why = ("collected with --profiler none: no traces (per-rank step times are in manifest.json)"
+               if manifest.get("profiler", {}).get("name") == "none"
+               else f"a run folder with no traces (status {manifest.get('status')}; see its logs/)")
+        raise InputError(why, path=str(path))
+    cpu = manifest.get("device") == "cpu"
+    out = []
+    for rel in traces:
+        f = check_file(path / rel)
+        out.append(InputFile(f.path, f.fmt, cpu_run=cpu))
+    return out
+
+
 def _scan_directory(path: Path) -> list[Path]:
     found = sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p.name))
     if not found:
@@ -100,16 +124,18 @@ def resolve(paths: list[str | Path] | None) -> list[InputFile]:
                 path=str(DEFAULT_TRACE),
             )
         paths = [DEFAULT_TRACE]
-    files: list[Path] = []
+    checked: list[InputFile] = []
     for raw in paths:
         p = Path(raw)
-        files.extend(_scan_directory(p) if p.is_dir() else [p])
+        run = _run_folder(p) if p.is_dir() else None
+        if run is not None:
+            checked.extend(run)
+        else:
+            checked.extend(check_file(f) for f in (_scan_directory(p) if p.is_dir() else [p]))
     seen: set[Path] = set()
-    checked = []
-    for f in files:
-        key = f.resolve()
+    for f in checked:
+        key = f.path.resolve()
         if key in seen:
-            raise InputError("given twice", path=str(f))
+            raise InputError("given twice", path=str(f.path))
         seen.add(key)
-        checked.append(check_file(f))
     return checked

@@ -56,6 +56,9 @@ def print_info(console: Console, info: dict[str, Any]) -> None:
     console.print(ranks)
 
     k = info["kernels"]
+    if not k["total"]:
+        console.print("[bold]Kernels[/bold]: none — no GPU activity in these traces (a run on CPU?)")
+        return
     kinds = ", ".join(f"{name} {n:,}" for name, n in k["by_kind"].items())
     devices = ", ".join(f"device {d}: {n:,}" for d, n in k["by_device"].items())
     console.print(f"[bold]Kernels[/bold]: {k['total']:,} ({kinds}); {devices}; GPU time {ms(k['total_ns'])}")
@@ -85,8 +88,8 @@ def print_info(console: Console, info: dict[str, Any]) -> None:
 
 def print_detect(console: Console, result: Any) -> None:
     """The human form of :class:`traceql.detect.DetectResult`."""
-    how = ("paired: against the isolated baseline" if result.mode == "baseline"
-           else "single trace: SlowdownDetector (no baseline given)")
+    how = {"baseline": "paired: against the isolated baseline",
+           "detector": "single trace: SlowdownDetector (no baseline given)"}.get(result.mode, "none: no GPU kernels")
     console.print(f"[bold]Slowdown detection[/bold] — labels {how}")
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
@@ -113,3 +116,23 @@ def print_detect(console: Console, result: Any) -> None:
         top.add_row(_short(t["short_name"], 60), shape, f"{t['cases']:,}", f"{t['instances']:,}",
                     f"{t['median_ratio']:.2f}x", ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
     console.print(top)
+
+
+def print_manifest(console: Console, manifest: dict[str, Any]) -> None:
+    """What a finished collection produced."""
+    if "ranks" not in manifest:  # a non-lead rank under mpirun/srun
+        console.print(f"rank {manifest['rank']}: {manifest['status']} ({manifest['run']})")
+        return
+    run = manifest.get("run_name", "")
+    console.print(f"[bold]{run}[/bold]: {manifest['status']}, {manifest['world_size']} ranks on "
+                  f"{manifest['device']}, profiler {manifest['profiler']['name']}")
+    table = Table(title="Ranks", title_justify="left")
+    for col in ("rank", "status", "profiled", "steps", "window median", "outside window"):
+        table.add_column(col, justify="right" if col not in {"status"} else "left")
+    for r in manifest["ranks"]:
+        table.add_row(str(r["rank"]), r["status"], "yes" if r["profiled"] else "no", str(r["steps"]),
+                      f"{r['window_median_ms']} ms", f"{r['outside_window_median_ms']} ms")
+    console.print(table)
+    for kind in ("traces", "other"):
+        if manifest["files"][kind]:
+            console.print(f"{kind}: " + ", ".join(manifest["files"][kind]))

@@ -109,7 +109,7 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
             nsys.load(con, attached, assign_ranks({f.path: f.pids for f in attached}))
         for f in attached:
             con.execute(f"DETACH {f.alias}")
-        parsed = [kineto.parse(f.path) for f in checked if f.fmt == "kineto-json"]
+        parsed = [kineto.parse(f.path, cpu_run=f.cpu_run) for f in checked if f.fmt == "kineto-json"]
         if parsed:
             for kf, run_id, rank, how in kineto.assign(parsed):
                 kineto.load(con, kf, run_id, rank, how)

@@ -56,7 +56,7 @@ GPU_FIELDS = ("kind", "name", "ts", "dur", "device", "stream", "correlation", "g
 NOTE_FIELDS = ("cat", "name", "ts", "dur")
 
 
-def parse(path: Path) -> KinetoFile:
+def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
     """Stream one trace file into a :class:`KinetoFile`; InputError/SchemaError for what cannot be used."""
     meta: dict[str, Any] = {}
     gpu: dict[str, list] = {f: [] for f in GPU_FIELDS}
@@ -89,7 +89,7 @@ def parse(path: Path) -> KinetoFile:
                 pid = ev["pid"]
     if "_has_events" not in meta:
         raise InputError("a JSON file, but not a Chrome/Kineto trace (no traceEvents array)", path=str(path))
-    if not gpu["kind"]:
+    if not gpu["kind"] and not cpu_run:
         raise SchemaError(
             f"no GPU activity in this trace ({cpu_events} CPU events): was torch.profiler run with "
             "ProfilerActivity.CUDA?", path=str(path))
@@ -154,6 +154,9 @@ def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, 
                 [run_id, str(f.path), f"torch.profiler (CUPTI {cupti})" if cupti else "torch.profiler",
                  str(f.meta.get("schemaVersion", "")) or None, [rank], f.path.stat().st_size])
     con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?)", [run_id, rank, str(f.path), f.pid, rank_from])
+    _annotations(con, f, run_id, rank)
+    if not f.gpu["kind"]:  # a collection on CPU: no GPU activity to load
+        return
     g = _gpu_frame(f, run_id, rank)
     kernels = g.filter(pl.col("kind").is_in(["kernel", "sync"])).with_columns(
         *(pl.col(d).list.get(i, null_on_oob=True).cast(pl.Int32).alias(f"{d}_{a}")
@@ -178,12 +181,6 @@ def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, 
         pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
     )
     _insert(con, "memcpy", mem)
-    notes = pl.DataFrame(f.notes, schema_overrides={"ts": pl.String, "dur": pl.String}, strict=False)
-    if notes.height:
-        start = _ns("ts")
-        _insert(con, "nvtx", notes.with_columns(
-            pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"), start.alias("start_ns"),
-            (start + _ns("dur")).alias("end_ns"), pl.col("name").alias("text"), pl.col("cat").alias("domain")))
     props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
     for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
         p = props.get(dev, {})
@@ -191,6 +188,15 @@ def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, 
         con.execute("INSERT INTO gpus SELECT ?, ?, ?, ?, ?, NULL, NULL, ?, NULL WHERE NOT EXISTS "
                     "(SELECT 1 FROM gpus WHERE run_id = ? AND device = ?)",
                     [run_id, dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc, run_id, dev])
+
+
+def _annotations(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int) -> None:
+    notes = pl.DataFrame(f.notes, schema_overrides={"ts": pl.String, "dur": pl.String}, strict=False)
+    if notes.height:
+        start = _ns("ts")
+        _insert(con, "nvtx", notes.with_columns(
+            pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"), start.alias("start_ns"),
+            (start + _ns("dur")).alias("end_ns"), pl.col("name").alias("text"), pl.col("cat").alias("domain")))
 
 
 def run_name(paths: list[Path]) -> str:

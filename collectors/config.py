@@ -1,0 +1,104 @@
+"""The input folder contract: define_model.py, local_config.json, global_config.json, train_script.py.
+
+Everything is checked before anything is launched; define_model.py is parsed, not imported (importing it
+may need a GPU).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors.errors import CollectError
+
+FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
+LOCAL_KEYS: dict[str, tuple[type, ...]] = {"world_size": (int,), "cap_size": (int, float), "epochs": (int,),
+                                           "batchsize": (int,)}
+GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
+
+
+@dataclass
+class InputSpec:
+    """A checked input folder."""
+
+    folder: Path
+    local: dict[str, Any]
+    global_: dict[str, Any] = field(default_factory=dict)
+    train_script: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.folder.resolve().name
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CollectError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise CollectError(f"{path}: expected a JSON object")
+    return data
+
+
+def _check_define_model(path: Path) -> None:
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as exc:
+        raise CollectError(f"{path}: Python syntax error at line {exc.lineno}: {exc.msg}") from None
+    found = {n.name: len(n.args.args) for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for name, arity in FUNCTIONS.items():
+        if name not in found:
+            raise CollectError(f"{path}: no top-level function {name}() "
+                               f"(define_model.py must define {', '.join(FUNCTIONS)})")
+        if found[name] != arity:
+            raise CollectError(f"{path}: {name}() takes {found[name]} argument(s), the contract says {arity}")
+
+
+def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate local_config values (also used for overrides)."""
+    unknown = set(config) - set(LOCAL_KEYS)
+    if unknown:
+        raise CollectError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(LOCAL_KEYS)}")
+    for key, types in LOCAL_KEYS.items():
+        if key not in config:
+            raise CollectError(f"{where}: missing key {key!r}")
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            kind = " or ".join(t.__name__ for t in types)
+            raise CollectError(f"{where}: {key} must be {kind}, got {json.dumps(value)}")
+        if value <= 0:
+            raise CollectError(f"{where}: {key} must be positive, got {value}")
+    return config
+
+
+def load_input(folder: str | Path, overrides: dict[str, Any] | None = None) -> InputSpec:
+    """Read and check an input folder; ``overrides`` replace local_config values (e.g. a sweep's)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CollectError(f"{folder}: no such input folder")
+    model = folder / "define_model.py"
+    if not model.is_file():
+        raise CollectError(f"{folder}: no define_model.py (it must define {', '.join(FUNCTIONS)})")
+    _check_define_model(model)
+    local_path = folder / "local_config.json"
+    if not local_path.is_file():
+        raise CollectError(f"{folder}: no local_config.json (keys: {', '.join(LOCAL_KEYS)})")
+    local = _read_json(local_path)
+    if overrides:
+        local = {**local, **overrides}
+    check_local(local, str(local_path) + (" with overrides" if overrides else ""))
+    global_path = folder / "global_config.json"
+    global_ = _read_json(global_path) if global_path.is_file() else {}
+    unknown = set(global_) - set(GLOBAL_KEYS)
+    if unknown:
+        raise CollectError(f"{global_path}: unknown key(s) {', '.join(sorted(unknown))}; "
+                           f"allowed: {', '.join(GLOBAL_KEYS)}")
+    for key, value in global_.items():
+        if value is not None and not isinstance(value, str):
+            raise CollectError(f"{global_path}: {key} must be a string or null, got {json.dumps(value)}")
+    script = folder / "train_script.py"
+    return InputSpec(folder, local, global_, script if script.is_file() else None)

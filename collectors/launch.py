@@ -1,0 +1,191 @@
+"""Run a collection: check everything, launch every rank (torchrun, or one rank per mpirun/srun process),
+wait with a time limit, turn profiler output into traces, write manifest.json last."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors import manifest
+from collectors.config import InputSpec, load_input
+from collectors.driver import rank_from_env
+from collectors.envlaunch import run_ranks
+from collectors.errors import CollectError
+from collectors.probe import check_cuda_version, probe_python
+from collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # holds the collectors package
+
+
+@dataclass
+class LaunchOptions:
+    """How ranks are started: this node's share of ranks, torchrun's rendezvous, or ranks from mpirun/srun."""
+
+    launcher: str = "torchrun"  # or "env": this process is one rank (mpirun/srun started it)
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "traceql"
+    rdzv_backend: str = "c10d"
+    device: str = "auto"
+    timeout: float | None = None
+    profile_ranks: list[int] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _run_dir(spec: InputSpec, opts: ProfilerOptions, out: Path | None, shared: bool) -> Path:
+    run = out or Path("runs") / f"{spec.name}-{opts.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if shared:  # mpirun/srun: every rank runs this, on one shared folder
+        if out is None:
+            raise CollectError("--launcher env needs --out (the same folder for every rank)")
+    elif run.exists() and any(run.iterdir()) and not (run / "results").exists():
+        raise CollectError(f"{run}: exists and is not empty; choose another --out")
+    if not shared and ((run / "manifest.json").exists() or (run / "results").exists()):
+        raise CollectError(f"{run}: holds an earlier collection; choose another --out")
+    for sub in ("logs", "results", "traces"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: LaunchOptions, python: str,
+                    profile_ranks: list[int]) -> list[str]:
+    if spec.train_script is not None:
+        return [python, str(spec.train_script.resolve())]
+    local = spec.local
+    torch_args = [f"--torch-{k}={getattr(opts, 'torch_' + k.replace('-', '_'))}"
+                  for k in ("wait", "warmup", "active", "repeat", "skip-first")]
+    return [python, "-m", "collectors.driver", "--input", str(spec.folder.resolve()), "--run", str(run.resolve()),
+            "--run-name", run.name, "--profiler", opts.name, "--profile-ranks", ",".join(map(str, profile_ranks)),
+            "--device", lopts.device, "--window-steps", str(opts.window_steps), "--epochs", str(local["epochs"]),
+            "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args]
+
+
+def _launcher_command(python: str, spec: InputSpec, lopts: LaunchOptions, launch_json: Path) -> list[str]:
+    world = spec.local["world_size"]
+    if world % lopts.nnodes:
+        raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
+    cmd = [python, "-m", "torch.distributed.run", f"--nproc-per-node={world // lopts.nnodes}"]
+    if lopts.nnodes == 1 and not lopts.rdzv_endpoint:
+        cmd.append("--standalone")
+    else:
+        if not lopts.rdzv_endpoint:
+            raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        cmd += [f"--nnodes={lopts.nnodes}", f"--node-rank={lopts.node_rank}", f"--rdzv-endpoint={lopts.rdzv_endpoint}",
+                f"--rdzv-id={lopts.rdzv_id}", f"--rdzv-backend={lopts.rdzv_backend}"]
+    return [*cmd, "-m", "collectors.rankwrap", str(launch_json)]
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, progress: Callable[[str], None] | None,
+          run: Path, world: int) -> str:
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        elapsed = time.monotonic() - t0
+        if timeout is not None and elapsed > timeout:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            return "timeout"
+        if progress:
+            done = sum(1 for r in manifest.read_results(run).values() if r.get("status") in ("ok", "failed"))
+            progress(f"{elapsed:5.0f} s, {done}/{world} ranks finished")
+        time.sleep(0.5)
+    return "complete" if proc.returncode == 0 else "failed"
+
+
+def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = None,
+            launch: LaunchOptions | None = None, overrides: dict[str, Any] | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run one collection and return its manifest (also written to RUN/manifest.json).
+
+    Raises CollectError, after writing the manifest, when a rank failed or the run timed out."""
+    lopts = launch or LaunchOptions()
+    spec = load_input(input_dir, overrides)
+    world = spec.local["world_size"]
+    profile_ranks = sorted(set(lopts.profile_ranks if lopts.profile_ranks is not None else range(world)))
+    if any(r < 0 or r >= world for r in profile_ranks):
+        raise CollectError(f"--ranks {profile_ranks} outside 0..{world - 1} (world_size {world})")
+    env = {**os.environ, **lopts.env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT,
+                                                                                  os.environ.get("PYTHONPATH")]))}
+    if spec.global_.get("cuda_visible_devices"):
+        env["CUDA_VISIBLE_DEVICES"] = spec.global_["cuda_visible_devices"]
+    python = spec.global_.get("python_path") or sys.executable
+    info = probe_python(python, env)
+    check_cuda_version(info, spec.global_.get("cuda_version_check"))
+    gpus = info.get("gpus", 0)
+    device = lopts.device if lopts.device != "auto" else ("cuda" if gpus else "cpu")
+    if device == "cuda" and not gpus:
+        raise CollectError("no GPU visible to torch: NCCL needs NVIDIA GPUs (use --device cpu for gloo on CPU)")
+    if opts.name in ("nsys", "ncu") and device != "cuda":
+        raise CollectError(f"--profiler {opts.name} records NVIDIA GPU work, and this run has no GPU "
+                           "(use --profiler torch or none on CPU)")
+    if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
+        raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible")
+    binary = find_binary(opts.name, spec.global_.get(f"{opts.name}_path")) if opts.name in ("nsys", "ncu") else None
+    run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
+    lopts.device = device
+    command = _driver_command(spec, run, opts, lopts, python, profile_ranks)
+    launch_spec = {"run": str(run.resolve()), "run_name": run.name, "profiler": opts.to_dict(),
+                   "binary": str(binary) if binary else None, "profile_ranks": profile_ranks, "command": command,
+                   "env": {"TRACEQL_RUN_DIR": str(run.resolve()), "TRACEQL_PROFILER": opts.name,
+                           "TRACEQL_PROFILE_RANKS": ",".join(map(str, profile_ranks))}}
+    launch_json = run / "launch.json"
+    launch_json.write_text(json.dumps(launch_spec, indent=1))
+    base = {"input": {"path": str(spec.folder.resolve()), "local_config": spec.local, "global_config": spec.global_,
+                      "train_script": spec.train_script is not None},
+            "profiler": {**opts.to_dict(), "binary": str(binary) if binary else None,
+                         "version": tool_version(binary) if binary else None},
+            "launcher": {"kind": lopts.launcher, "nnodes": lopts.nnodes, "node_rank": lopts.node_rank,
+                         "rdzv_endpoint": lopts.rdzv_endpoint},
+            "environment": info, "device": device, "world_size": world, "profile_ranks": profile_ranks,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run_name": run.name}
+    status, exit_codes = run_ranks(spec, lopts, python, launch_json, run, env, progress,
+                                   launcher_command=_launcher_command, wait=_wait)
+    files = []
+    my_rank = rank_from_env()[0] if lopts.launcher == "env" else None
+    for rank in profile_ranks if my_rank is None else [r for r in profile_ranks if r == my_rank]:
+        try:
+            files += postprocess(opts, binary, run / "traces" / f"{run.name}_rank{rank}")
+        except CollectError as exc:
+            status = "failed"
+            base["postprocess_error"] = str(exc)
+    if my_rank not in (None, 0):  # under mpirun/srun rank 0 writes the manifest
+        return {"rank": my_rank, "status": status, "run": str(run)}
+    files += [run / f for r in manifest.read_results(run).values() for f in r.get("files", [])]
+    result = manifest.build(run, base, status, exit_codes, files)
+    manifest.write(run, result)
+    _raise_for(run, result)
+    return result
+
+
+def _raise_for(run: Path, result: dict[str, Any]) -> None:
+    if result["status"] == "complete":
+        return
+    bad = [r for r in result["ranks"] if r["status"] != "ok"]
+    if result["status"] == "timeout":
+        names = ", ".join(str(r["rank"]) for r in bad) or "none"
+        raise CollectError(f"{run}: timed out; ranks not finished: {names} (manifest.json status 'timeout')",
+                           detail="\n".join(f"--- rank {r['rank']} log tail:\n{manifest.log_tail(run, r['rank'])}"
+                                            for r in bad[:2]), exit_code=3)
+    if not bad:
+        raise CollectError(f"{run}: {result.get('postprocess_error', 'the launcher failed')}",
+                           detail=manifest.log_tail(run, -1))
+    first = bad[0]
+    why = first["error"] or f"exited without a result ({first['status']})"
+    raise CollectError(f"{run}: rank {first['rank']} failed: {why}",
+                       detail=f"--- rank {first['rank']} log tail ({first['log']}):\n"
+                       + manifest.log_tail(run, first["rank"]), exit_code=3)

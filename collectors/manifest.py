@@ -1,0 +1,72 @@
+"""manifest.json: what a collection ran, with what, where its files are and how each rank ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+FORMAT = "traceql-run/1"
+
+
+def read_results(run: Path) -> dict[int, dict[str, Any]]:
+    out = {}
+    for path in sorted((run / "results").glob("rank*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        out[int(data.get("rank", path.stem[4:]))] = data
+    return out
+
+
+def log_tail(run: Path, rank: int, lines: int = 15) -> str:
+    path = run / "logs" / f"rank{rank}.log"
+    if not path.exists():
+        return "(no log)"
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 3) if xs else None
+
+
+def step_summary(result: dict[str, Any]) -> dict[str, Any]:
+    times = result.get("step_times_ms") or []
+    window = [t["ms"] for t in times if t.get("window")]
+    last_epoch = max((t["epoch"] for t in times), default=None)
+    unprofiled = [t["ms"] for t in times if not t.get("window") and t["epoch"] == last_epoch]
+    return {"steps": len(times), "window_median_ms": _median(window), "outside_window_median_ms": _median(unprofiled),
+            "window_ms": [round(x, 3) for x in window]}
+
+
+def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, int | None],
+          files: list[Path]) -> dict[str, Any]:
+    results = read_results(run)
+    ranks = []
+    for rank in range(base["world_size"]):
+        res = results.get(rank, {})
+        ranks.append({"rank": rank, "status": res.get("status", "missing"), "exit_code": exit_codes.get(rank),
+                      "error": res.get("error"), "log": f"logs/rank{rank}.log",
+                      "profiled": rank in base["profile_ranks"] and base["profiler"]["name"] != "none",
+                      "device": res.get("device"),
+                      "versions": res.get("versions"), "window": res.get("window"), **step_summary(res)})
+    traces = [str(p.relative_to(run)) for p in files if p.suffix in {".sqlite", ".csv"} or p.name.endswith(".json.gz")]
+    others = [str(p.relative_to(run)) for p in files if str(p.relative_to(run)) not in traces]
+    extra = sorted(str(p.relative_to(run)) for p in (run / "traces").rglob("*") if p.is_file()
+                   and str(p.relative_to(run)) not in traces + others)
+    return {**base, "format": FORMAT, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "ranks": ranks, "files": {"traces": traces, "other": others + extra,
+                                      "logs": sorted(str(p.relative_to(run)) for p in (run / "logs").glob("*.log"))}}
+
+
+def write(run: Path, manifest: dict[str, Any]) -> Path:
+    path = run / "manifest.json"
+    tmp = run / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str))
+    os.replace(tmp, path)
+    return path
