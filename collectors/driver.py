@@ -198,9 +198,53 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
         dist.destroy_process_group()
 
 
+@contextmanager
+def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a context manager
+    """For a train_script.py: the rank, device, process group, profiled window and result file of a run.
+
+    The launcher's settings arrive as TRACEQL_DRIVER_ARGS (the driver's own command line)::
+
+        from collectors.driver import script_session
+        with script_session() as s:             # s.rank, s.world, s.device, s.args, s.window, s.result
+            for epoch in range(s.args.epochs):
+                for i in range(steps):
+                    with s.window.step(epoch, i):
+                        ...
+    """
+    import torch
+    import torch.distributed as dist
+
+    args = parse(json.loads(os.environ.get("TRACEQL_DRIVER_ARGS", "[]")) or None)
+    rank, world, local = rank_from_env()
+    path = Path(args.run) / "results" / f"rank{rank}.json"
+    result: dict[str, Any] = {"rank": rank, "world_size": world, "status": "running", "started": time.time()}
+    write_json(path, result)
+    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    try:
+        if use_cuda:
+            torch.cuda.set_device(local)
+        result.update(device="cuda" if use_cuda else "cpu", versions=versions(torch, use_cuda))
+        if world > 1:
+            dist.init_process_group("nccl" if use_cuda else "gloo")
+        session = argparse.Namespace(rank=rank, world=world, local=local, args=args, result=result,
+                                     device=torch.device("cuda", local) if use_cuda else torch.device("cpu"),
+                                     window=Window(args, rank, use_cuda, steps_per_epoch))
+        yield session
+        result.update(status="ok", step_times_ms=session.window.times, files=session.window.files)
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+    except BaseException as exc:
+        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        result["finished"] = time.time()
+        write_json(path, result)
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m collectors.driver")
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--input", default=".")
     ap.add_argument("--run", required=True)
     ap.add_argument("--run-name", required=True)
     ap.add_argument("--profiler", default="none", choices=["none", "nsys", "ncu", "torch"])

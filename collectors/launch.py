@@ -57,12 +57,13 @@ def _run_dir(spec: InputSpec, opts: ProfilerOptions, out: Path | None, shared: b
 
 def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: LaunchOptions, python: str,
                     profile_ranks: list[int]) -> list[str]:
-    if spec.train_script is not None:
-        return [python, str(spec.train_script.resolve())]
     local = spec.local
     torch_args = [f"--torch-{k}={getattr(opts, 'torch_' + k.replace('-', '_'))}"
                   for k in ("wait", "warmup", "active", "repeat", "skip-first")]
-    return [python, "-m", "collectors.driver", "--input", str(spec.folder.resolve()), "--run", str(run.resolve()),
+    driver = [python, "-m", "collectors.driver"]
+    if spec.train_script is not None:  # the user's driver; it gets our settings in TRACEQL_DRIVER_ARGS
+        driver = [python, str(spec.train_script.resolve())]
+    return [*driver, "--input", str(spec.folder.resolve()), "--run", str(run.resolve()),
             "--run-name", run.name, "--profiler", opts.name, "--profile-ranks", ",".join(map(str, profile_ranks)),
             "--device", lopts.device, "--window-steps", str(opts.window_steps), "--epochs", str(local["epochs"]),
             "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args]
@@ -142,7 +143,8 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     launch_spec = {"run": str(run.resolve()), "run_name": run.name, "profiler": opts.to_dict(),
                    "binary": str(binary) if binary else None, "profile_ranks": profile_ranks, "command": command,
                    "env": {"TRACEQL_RUN_DIR": str(run.resolve()), "TRACEQL_PROFILER": opts.name,
-                           "TRACEQL_PROFILE_RANKS": ",".join(map(str, profile_ranks))}}
+                           "TRACEQL_PROFILE_RANKS": ",".join(map(str, profile_ranks)),
+                           "TRACEQL_DRIVER_ARGS": json.dumps(command[3 if spec.train_script is None else 2:])}}
     launch_json = run / "launch.json"
     launch_json.write_text(json.dumps(launch_spec, indent=1))
     base = {"input": {"path": str(spec.folder.resolve()), "local_config": spec.local, "global_config": spec.global_,

@@ -3,11 +3,15 @@
     >>> import traceql
     >>> trace = traceql.read_trace("report.sqlite")
     >>> trace.sql("SELECT rank, count(*) FROM kernels GROUP BY rank")
+
+The analysis modules load on first use, so ``traceql collect`` runs where only torch is installed.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from traceql.errors import InputError, QueryError, SchemaError, TraceqlError
-from traceql.info import trace_info
-from traceql.trace import Trace, read_trace
 
 __all__ = [
     "InputError",
@@ -19,3 +23,13 @@ __all__ = [
     "trace_info",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.info"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'traceql' has no attribute {name!r}")

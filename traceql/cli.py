@@ -14,15 +14,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from collectors.launch import LaunchOptions
-from collectors.profilers import ProfilerOptions
-from traceql import output, render
-from traceql.collect import CollectFailed, run_collect
-from traceql.detect import detect as run_detect
+from traceql import render
 from traceql.errors import TraceqlError
-from traceql.info import trace_info
-from traceql.query import run_query
-from traceql.trace import read_trace
 
 app = typer.Typer(
     help="Trace analysis and slowdown detection for distributed PyTorch training.",
@@ -85,6 +78,9 @@ def info(
     """Versions, GPUs, ranks, capture span, kernel counts, top kernels and collectives of a trace."""
 
     def body() -> None:
+        from traceql.info import trace_info
+        from traceql.trace import read_trace
+
         with read_trace(files) as trace:
             summary = trace_info(trace, top=top)
         if fmt is InfoFormat.json:
@@ -105,6 +101,9 @@ def query(
     """Run SQL over the normalized relations: runs, ranks, kernels, memcpy, nvtx, gpus."""
 
     def body() -> None:
+        from traceql import output
+        from traceql.query import run_query
+
         *paths, sql = args
         df = run_query([Path(p) for p in paths], sql)
         if out is not None:
@@ -144,6 +143,9 @@ def detect(
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
 
     def body() -> None:
+        from traceql import output
+        from traceql.detect import detect as run_detect
+
         with console.status("detecting…", spinner="dots") if sys.stderr.isatty() else _nullcontext():
             result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
                                 metrics=metrics or None, hta_compat=hta_compat)
@@ -214,6 +216,10 @@ def collect(
     """Run the training in INPUT_DIR on this node's GPUs (or CPUs) under a profiler; write a run folder."""
 
     def body() -> None:
+        from collectors.launch import LaunchOptions
+        from collectors.profilers import ProfilerOptions
+        from traceql.collect import CollectFailed, run_collect
+
         opts = ProfilerOptions(
             name=profiler, steps=steps, nsys_trace=nsys_trace, nsys_args=nsys_args, ncu_kernel=ncu_kernel,
             ncu_launch_skip=ncu_launch_skip, ncu_launch_count=ncu_launch_count, ncu_args=ncu_args,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
+    import polars as pl
 
 
 def ms(ns: int | float | None) -> str:
