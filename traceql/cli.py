@@ -248,3 +248,7 @@ def collect(
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+if __name__ == "__main__":  # python -m traceql.cli
+    app()
