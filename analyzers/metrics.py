@@ -22,14 +22,15 @@ def join_metrics(kernels: pl.DataFrame, metrics: pl.DataFrame) -> tuple[pl.DataF
     """``kernels`` (compute, with ``signature``) plus ``ncu_*`` columns and ``ncu_match``; and the match
     rate: the share of profiled launches that found their kernel in the trace."""
     cols = curated_columns(metrics)
+    # the same launch may come twice (an ncu raw page and a details page of one profile)
+    metrics = metrics.unique(subset=[*KEY, "launch_index"], keep="first", maintain_order=True)
     ranked = kernels.with_row_index("_row").with_columns(
         pl.int_range(pl.len()).sort_by("start_ns").over(["run_id", "rank", *KEY]).alias("launch_index"),
         (pl.col("rank") == pl.col("rank").min().over("run_id")).alias("_first_rank"),
     )
     launch = (
         ranked.filter("_first_rank")
-        .join(metrics.select([*KEY, "launch_index", *cols]).unique(subset=[*KEY, "launch_index"], keep="first"),
-              on=[*KEY, "launch_index"], how="inner")
+        .join(metrics.select([*KEY, "launch_index", *cols]), on=[*KEY, "launch_index"], how="inner")
         .select("_row", *cols)
     )
     runs = max(kernels["run_id"].n_unique(), 1)

@@ -13,8 +13,13 @@ from traceql.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "datasets" / "default"
-DDP_TRACE = EMBEDDED / "toy_ddp2_cap25.sqlite"
-SINGLE_TRACE = EMBEDDED / "toy_single.sqlite"
+# the embedded default: GPT-2 DDP on 2 × H200 (one nsys per rank) and its single-GPU isolated run
+DDP_TRACE = EMBEDDED / "gpt2-nsys"
+SINGLE_TRACE = EMBEDDED / "gpt2-single-nsys"
+DDP_FILES = sorted((DDP_TRACE / "traces").glob("*.sqlite"))
+DDP_FILE = DDP_FILES[0]  # rank 0's export
+SINGLE_FILE = next((SINGLE_TRACE / "traces").glob("*.sqlite"))
+RUNS = ROOT / "datasets" / "runs"
 SHARED = ROOT.parent / "shared" / "datasets"
 H200 = SHARED / "h200-ddp"
 PUBLIC = SHARED / "public"
@@ -53,7 +58,7 @@ def invoke(runner: CliRunner):
 
 @pytest.fixture
 def ddp_copy(tmp_path: Path) -> Path:
-    """A private copy of the embedded DDP trace, for tests that damage or alter it."""
+    """A private copy of rank 0's embedded export, for tests that damage or alter it."""
     dst = tmp_path / "copy.sqlite"
-    shutil.copyfile(DDP_TRACE, dst)
+    shutil.copyfile(DDP_FILE, dst)
     return dst

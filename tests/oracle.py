@@ -8,8 +8,25 @@ from collections import defaultdict
 from pathlib import Path
 
 
+def exports(path: Path) -> list[Path]:
+    """The nsys exports of a file or a run folder."""
+    return sorted((path / "traces").glob("*.sqlite")) if path.is_dir() else [path]
+
+
+def count(path: Path, sql: str) -> int:
+    """A count taken with sqlite3 over every export of ``path``, summed."""
+    total = 0
+    for f in exports(path):
+        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        total += con.execute(sql).fetchone()[0]
+        con.close()
+    return total
+
+
 def read_kernels(path: Path) -> list[dict]:
-    """Kernels of an nsys export via sqlite3: the fields the definitions need."""
+    """Kernels of an nsys export (or a run folder's exports) via sqlite3: the fields the definitions need."""
+    if path.is_dir():
+        return [k for f in exports(path) for k in read_kernels(f)]
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = con.execute("""
         SELECT k.start, k."end", k.deviceId, k.globalPid, s.value, k.gridX, k.gridY, k.gridZ,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DDP_TRACE, H200, sha256
+from tests.conftest import DDP_FILE, H200, sha256
 
 
 def _sqlite_edit(path: Path, statement: str) -> None:
@@ -44,7 +44,7 @@ def make_empty(tmp: Path) -> Path:
 
 def make_truncated(tmp: Path) -> Path:
     p = tmp / "report.sqlite"
-    data = DDP_TRACE.read_bytes()
+    data = DDP_FILE.read_bytes()
     p.write_bytes(data[: len(data) // 3])
     return p
 
@@ -57,20 +57,20 @@ def make_not_nsys(tmp: Path) -> Path:
 
 def make_no_kernel_table(tmp: Path) -> Path:
     p = tmp / "report.sqlite"
-    shutil.copyfile(DDP_TRACE, p)
+    shutil.copyfile(DDP_FILE, p)
     _sqlite_edit(p, "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
     return p
 
 
 def make_empty_kernel_table(tmp: Path) -> Path:
     p = tmp / "report.sqlite"
-    shutil.copyfile(DDP_TRACE, p)
+    shutil.copyfile(DDP_FILE, p)
     _sqlite_edit(p, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
     return p
 
 
 def make_report(tmp: Path) -> Path:
-    p = tmp / "toy.nsys-rep"
+    p = tmp / "gpt2.nsys-rep"
     p.write_bytes(b"NVIDIA Tegra Profiler Report 36398880.\n" + b"\0" * 64)
     return p
 

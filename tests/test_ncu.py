@@ -10,11 +10,12 @@ import polars as pl
 import pytest
 
 import traceql
-from tests.conftest import DDP_TRACE, H200, ROOT, SINGLE_TRACE, sha256, shared_file
+from tests.conftest import DDP_TRACE, H200, ROOT, RUNS, SINGLE_TRACE, sha256, shared_file
 from traceql.sources.ncu import read_ncu
 
 DETAILS = ROOT / "datasets" / "ncu" / "toy_single_details.csv"
 RAW12 = ROOT / "datasets" / "ncu" / "toy_single_raw12.csv"
+GPT2_NCU = RUNS / "gpt2-ncu"  # `traceql collect --profiler ncu` of the embedded GPT-2 run: raw + details pages
 
 
 def csv_rows(path: Path) -> list[dict]:
@@ -65,6 +66,15 @@ def test_prof_lines_are_optional(tmp_path: Path) -> None:
     assert read_ncu(stripped).metrics.drop("path").equals(read_ncu(DETAILS).metrics.drop("path"))
 
 
+def test_toy_details_join_the_toy_trace() -> None:
+    toy = shared_file("h200-ddp", "nsys", "toy_single.sqlite")
+    import traceql.detect as d
+
+    result = d.detect(toy, metrics=[DETAILS])
+    assert result.metrics_match_rate == 1.0
+    assert (result.kernels["ncu_match"] == "launch").sum() == 12
+
+
 def test_kernel_metrics_relation_in_sql(invoke) -> None:
     result = invoke("query", SINGLE_TRACE, DETAILS, "SELECT count(*) AS n, count(DISTINCT kernel_name) AS k, "
                     "max(\"Achieved Occupancy\") <= 100 AS ok FROM kernel_metrics", "--format", "json")
@@ -76,12 +86,15 @@ def test_kernel_metrics_relation_in_sql(invoke) -> None:
 
 def test_detect_out_rows_carry_metrics(invoke, tmp_path: Path) -> None:
     out = tmp_path / "cases.parquet"
-    result = invoke("detect", DDP_TRACE, "--metrics", DETAILS, "--out", out)
+    result = invoke("detect", DDP_TRACE, "--metrics", GPT2_NCU, "--out", out, "--format", "json")
     assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["metrics_match_rate"] == 1.0
     df = pl.read_parquet(out)
     assert {"ncu_duration_ns", "ncu_achieved_occupancy_pct", "ncu_match"} <= set(df.columns)
     counts = dict(df.group_by("ncu_match").len().iter_rows())
-    assert counts["launch"] == 12 and counts["signature"] > 1000  # every profiled launch found its kernel
+    launches = len([r for r in csv_rows(next((GPT2_NCU / "traces").glob("*_raw.csv"))) if r["ID"]])
+    assert counts["launch"] == launches == 40  # every profiled launch found its kernel in the window
+    assert counts["signature"] > 1000
     launch = df.filter(pl.col("ncu_match") == "launch")
     assert launch["ncu_duration_ns"].null_count() == 0
 

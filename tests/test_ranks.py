@@ -26,13 +26,21 @@ def test_per_rank_files_form_one_run(invoke) -> None:
         assert all(r["rank_from"] == "file name" for r in ranks.values())
 
 
-def test_single_file_ddp_ranks_follow_process_order(invoke) -> None:
+def test_embedded_run_folder_is_one_run(invoke) -> None:
     info = json.loads(invoke("info", DDP_TRACE, "--format", "json").stdout)
+    assert {r["run_id"] for r in info["runs"]} == {"gpt2-nsys"}
+    assert [(r["rank"], r["rank_from"], r["devices"]) for r in info["ranks"]] == [
+        (0, "file name", [0]), (1, "file name", [1])]
+
+
+def test_single_file_ddp_ranks_follow_process_order(invoke) -> None:
+    single_file_ddp = shared_file("h200-ddp", "nsys", "toy_ddp2_cap25.sqlite")
+    info = json.loads(invoke("info", single_file_ddp, "--format", "json").stdout)
     ranks = info["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
     assert ranks[0]["pid"] < ranks[1]["pid"]
     assert [r["devices"] for r in ranks] == [[0], [1]]
-    con = sqlite3.connect(f"file:{DDP_TRACE}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{single_file_ddp}?mode=ro", uri=True)
     pids = [r[0] for r in con.execute(
         "SELECT DISTINCT (globalPid >> 24) & 16777215 AS p FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY p")]
     con.close()

@@ -16,8 +16,8 @@ from traceql.errors import InputError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 REPO_DATASETS = Path(__file__).resolve().parent.parent / "datasets"
-DEFAULT_TRACE = REPO_DATASETS / "default" / "toy_ddp2_cap25.sqlite"
-DEFAULT_BASELINE = REPO_DATASETS / "default" / "toy_single.sqlite"
+DEFAULT_TRACE = REPO_DATASETS / "default" / "gpt2-nsys"
+DEFAULT_BASELINE = REPO_DATASETS / "default" / "gpt2-single-nsys"
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class InputFile:
     path: Path
     fmt: str
     cpu_run: bool = False  # from a collection on CPU: a Kineto trace without GPU activity is expected
+    run: str | None = None  # the run folder it came from: its files form one run of that name
 
 
 def _export_hint(path: Path) -> str:
@@ -102,7 +103,7 @@ def _run_folder(path: Path) -> list[InputFile] | None:
     out = []
     for rel in traces:
         f = check_file(path / rel)
-        out.append(InputFile(f.path, f.fmt, cpu_run=cpu))
+        out.append(InputFile(f.path, f.fmt, cpu_run=cpu, run=manifest.get("run_name") or path.resolve().name))
     return out
 
 

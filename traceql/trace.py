@@ -103,16 +103,23 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     con = engine.connect()
     try:
         model.create_relations(con)
-        sqlite = [f for f in checked if f.fmt == "nsys-sqlite"]
-        attached = [nsys.attach(con, f.path, f"src{i}") for i, f in enumerate(sqlite)]
-        if attached:
-            nsys.load(con, attached, assign_ranks({f.path: f.pids for f in attached}))
-        for f in attached:
-            con.execute(f"DETACH {f.alias}")
-        parsed = [kineto.parse(f.path, cpu_run=f.cpu_run) for f in checked if f.fmt == "kineto-json"]
-        if parsed:
-            for kf, run_id, rank, how in kineto.assign(parsed):
-                kineto.load(con, kf, run_id, rank, how)
+        groups: dict[str | None, list[inputs.InputFile]] = {}
+        for f in checked:
+            groups.setdefault(f.run, []).append(f)
+        alias = 0
+        for run, files in groups.items():
+            attached = []
+            for f in (f for f in files if f.fmt == "nsys-sqlite"):
+                attached.append(nsys.attach(con, f.path, f"src{alias}"))
+                alias += 1
+            if attached:
+                nsys.load(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
+            for f in attached:
+                con.execute(f"DETACH {f.alias}")
+            parsed = [kineto.parse(f.path, cpu_run=f.cpu_run) for f in files if f.fmt == "kineto-json"]
+            if parsed:
+                for kf, run_id, rank, how in kineto.assign(parsed, run):
+                    kineto.load(con, kf, run_id, rank, how)
         ncu.load(con, [ncu.read_ncu(f.path) for f in checked if f.fmt == "ncu-csv"])
     except BaseException:
         con.close()

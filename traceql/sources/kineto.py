@@ -207,7 +207,7 @@ def run_name(paths: list[Path]) -> str:
     return paths[0].resolve().parent.name or paths[0].stem
 
 
-def assign(files: list[KinetoFile]) -> list[tuple[KinetoFile, str, int, str]]:
+def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[KinetoFile, str, int, str]]:
     """Ranks and run id of Kineto files given together: one run, ranks from distributedInfo or names."""
     ranks = [f.rank for f in files]
     how = ["distributedInfo" if f.meta.get("distributedInfo") else "file name" for f in files]
@@ -218,5 +218,5 @@ def assign(files: list[KinetoFile]) -> list[tuple[KinetoFile, str, int, str]]:
         if r in seen:
             raise InputError(f"claims rank {r}, as {seen[r]} does: give one trace per rank", path=str(f.path))
         seen[r] = f.path
-    run_id = run_name([f.path for f in files])
+    run_id = run_id or run_name([f.path for f in files])
     return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)]

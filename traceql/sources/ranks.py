@@ -31,23 +31,23 @@ def _run_name(paths: list[Path]) -> str:
     return stems[0] if len(set(stems)) == 1 else paths[0].stem
 
 
-def assign_ranks(processes: dict[Path, list[int]]) -> list[RankAssignment]:
+def assign_ranks(processes: dict[Path, list[int]], run_id: str | None = None) -> list[RankAssignment]:
     """Assign ranks to the processes (sorted process ids) of each file, files in the order given.
 
     Files that each hold one process and whose names carry distinct rank numbers form one run (one
     profiler per rank). Otherwise each file is its own run and its processes are ranks in process-id
-    order (one profiler around the whole launcher).
+    order (one profiler around the whole launcher). ``run_id`` names the run of files that form one.
     """
     paths = list(processes)
     name_ranks = [rank_from_name(p) for p in paths]
     one_run = (
-        len(paths) > 1
+        (len(paths) > 1 or run_id is not None)
         and all(len(processes[p]) == 1 for p in paths)
         and None not in name_ranks
         and len(set(name_ranks)) == len(paths)
     )
     if one_run:
-        run_id = _run_name(paths)
+        run_id = run_id or _run_name(paths)
         return [
             RankAssignment(p, processes[p][0], run_id, r, "file name")
             for p, r in zip(paths, name_ranks, strict=True)
@@ -55,14 +55,14 @@ def assign_ranks(processes: dict[Path, list[int]]) -> list[RankAssignment]:
     out: list[RankAssignment] = []
     used: set[str] = set()
     for p, named in zip(paths, name_ranks, strict=True):
-        run_id = p.stem
-        n = 2
-        while run_id in used:
-            run_id, n = f"{p.stem}#{n}", n + 1
-        used.add(run_id)
+        stem = run_id if run_id and len(paths) == 1 else p.stem
+        name, n = stem, 2
+        while name in used:
+            name, n = f"{stem}#{n}", n + 1
+        used.add(name)
         pids = processes[p]
         if len(pids) == 1 and named is not None:
-            out.append(RankAssignment(p, pids[0], run_id, named, "file name"))
+            out.append(RankAssignment(p, pids[0], name, named, "file name"))
             continue
-        out.extend(RankAssignment(p, pid, run_id, i, "process order") for i, pid in enumerate(pids))
+        out.extend(RankAssignment(p, pid, name, i, "process order") for i, pid in enumerate(pids))
     return out
