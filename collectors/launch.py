@@ -127,6 +127,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     python = spec.global_.get("python_path") or sys.executable
     info = probe_python(python, env)
     check_cuda_version(info, spec.global_.get("cuda_version_check"))
+    binary = find_binary(opts.name, spec.global_.get(f"{opts.name}_path")) if opts.name in ("nsys", "ncu") else None
     gpus = info.get("gpus", 0)
     device = lopts.device if lopts.device != "auto" else ("cuda" if gpus else "cpu")
     if device == "cuda" and not gpus:
@@ -136,7 +137,6 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
                            "(use --profiler torch or none on CPU)")
     if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
         raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible")
-    binary = find_binary(opts.name, spec.global_.get(f"{opts.name}_path")) if opts.name in ("nsys", "ncu") else None
     run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
     lopts.device = device
     command = _driver_command(spec, run, opts, lopts, python, profile_ranks)
@@ -186,8 +186,11 @@ def _raise_for(run: Path, result: dict[str, Any]) -> None:
     if not bad:
         raise CollectError(f"{run}: {result.get('postprocess_error', 'the launcher failed')}",
                            detail=manifest.log_tail(run, -1))
-    first = bad[0]
+    # the rank that failed first is the cause; the others usually fail in a collective after it
+    first = min(bad, key=lambda r: (r["status"] != "failed", r["finished"] or float("inf")))
     why = first["error"] or f"exited without a result ({first['status']})"
-    raise CollectError(f"{run}: rank {first['rank']} failed: {why}",
+    others = [str(r["rank"]) for r in bad if r is not first]
+    also = f" (then rank(s) {', '.join(others)} stopped too)" if others else ""
+    raise CollectError(f"{run}: rank {first['rank']} failed: {why}{also}",
                        detail=f"--- rank {first['rank']} log tail ({first['log']}):\n"
                        + manifest.log_tail(run, first["rank"]), exit_code=3)

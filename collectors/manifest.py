@@ -51,7 +51,7 @@ def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, in
     for rank in range(base["world_size"]):
         res = results.get(rank, {})
         ranks.append({"rank": rank, "status": res.get("status", "missing"), "exit_code": exit_codes.get(rank),
-                      "error": res.get("error"), "log": f"logs/rank{rank}.log",
+                      "error": res.get("error"), "finished": res.get("finished"), "log": f"logs/rank{rank}.log",
                       "profiled": rank in base["profile_ranks"] and base["profiler"]["name"] != "none",
                       "device": res.get("device"),
                       "versions": res.get("versions"), "window": res.get("window"), **step_summary(res)})

@@ -124,3 +124,17 @@ def test_two_files_claiming_one_rank(invoke, toy: Path, tmp_path: Path) -> None:
     result = invoke("info", a, b)
     assert result.exit_code == 2
     assert f"{b}: claims rank 0, as {a} does" in result.stderr
+
+
+def test_embedded_torch_collection() -> None:
+    """Our own torch.profiler collection (GPT-2, 2 × H200): exact times, both ranks, NCCL kernels found."""
+    from tests.conftest import RUNS
+
+    run = RUNS / "gpt2-torch"
+    f = run / "traces" / "gpt2-torch_rank1.json.gz"
+    want = sorted(int(e["ts"] * 1000) for e in raw_events(f) if e.get("cat") == "kernel")
+    with traceql.read_trace(run) as t:
+        got = t.sql("SELECT start_ns FROM kernels WHERE rank = 1 AND kind != 'sync' ORDER BY start_ns")
+        comm = t.sql("SELECT rank, count(*) FROM kernels WHERE kind = 'comm' GROUP BY rank ORDER BY rank").rows()
+    assert got["start_ns"].to_list() == want
+    assert [r for r, _ in comm] == [0, 1] and all(n > 0 for _, n in comm)
