@@ -49,6 +49,8 @@ def _guard(fn: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
     except Exception as exc:  # a bug, not bad input: one line, unless TRACEQL_DEBUG asks for the traceback
         if os.environ.get("TRACEQL_DEBUG"):
             raise
@@ -242,6 +244,85 @@ def collect(
                     sys.stderr.write(exc.detail.rstrip() + "\n")
                 raise
         render.print_manifest(console, manifest)
+
+    _guard(body)
+
+
+dataset_app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.",
+                          no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+
+
+def _finish(outcomes: list[Any]) -> None:
+    render.print_outcomes(console, outcomes)
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(1)
+
+
+@dataset_app.command("add")
+def dataset_add(
+    root: Annotated[Path, typer.Argument(help="dataset folder (created if missing)")],
+    sources: Annotated[list[Path], typer.Argument(help="run folders or traces; each is one entry")],
+    baseline: Annotated[list[Path] | None, typer.Option("--baseline", "-b", help="isolated run(s) to pair with; "
+                                                         "each source gets the one it matches best")] = None,
+    model: Annotated[str | None, typer.Option(help="model name (default: the run's input folder, or the trace)")]
+    = None,
+    config: Annotated[str | None, typer.Option(help="configuration name (default: from the run's config)")] = None,
+) -> None:
+    """Label run folders or traces and add one entry each; entries already there are skipped."""
+
+    def body() -> None:
+        from traceql.dataset import add
+
+        with console.status("adding…") if sys.stderr.isatty() else _nullcontext() as live:
+            outcomes = add(root, sources, baselines=baseline or [], model=model, config=config,
+                           progress=(lambda p: live.update(f"adding {p}")) if live else None)
+        _finish(outcomes)
+
+    _guard(body)
+
+
+@dataset_app.command("build")
+def dataset_build(
+    sweep: Annotated[Path, typer.Argument(help="SWEEP.json: inputs × a grid of local_config values")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="dataset folder")],
+    collect_only: Annotated[bool, typer.Option(help="collect the runs, label nothing (run build again to label)")]
+    = False,
+) -> None:
+    """Collect every configuration of a sweep (and its isolated run), label it, add it; resumable."""
+
+    def body() -> None:
+        from rich.progress import Progress
+
+        from traceql.sweep import build
+
+        with Progress(console=Console(stderr=True), disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task("sweep", total=None)
+
+            def progress(name: str, done: int, total: int) -> None:
+                bar.update(task, description=name, completed=done, total=total)
+
+            outcomes = build(sweep, out, collect_only=collect_only, progress=progress)
+        _finish(outcomes)
+
+    _guard(body)
+
+
+@dataset_app.command("summary")
+def dataset_summary(
+    root: Annotated[Path, typer.Argument(help="dataset folder")],
+    fmt: Annotated[InfoFormat, typer.Option("--format", "-f", help="table or json")] = InfoFormat.table,
+) -> None:
+    """Cases per model and configuration, time lost and the slowdown ratio distribution."""
+
+    def body() -> None:
+        from traceql.dataset import summary
+
+        df = summary(root)
+        if fmt is InfoFormat.json:
+            _emit_json(df.to_dicts())
+        else:
+            render.print_frame(console, df)
 
     _guard(body)
 

@@ -138,3 +138,16 @@ def print_manifest(console: Console, manifest: dict[str, Any]) -> None:
     for kind in ("traces", "other"):
         if manifest["files"][kind]:
             console.print(f"{kind}: " + ", ".join(manifest["files"][kind]))
+
+
+def print_outcomes(console: Console, outcomes: list[Any]) -> None:
+    """The closing table of `dataset add` / `dataset build`: added, skipped, failed."""
+    table = Table(title="Dataset", title_justify="left")
+    for col in ("entry", "status", "rows", "cases", "time lost", "note"):
+        table.add_column(col, justify="right" if col in {"rows", "cases", "time lost"} else "left",
+                         overflow="fold")
+    for o in outcomes:
+        table.add_row(o.name, o.status, f"{o.rows:,}", f"{o.cases:,}", ms(o.time_lost_ns), o.message)
+    console.print(table)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("added", "skipped", "collected", "failed")}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to do")
