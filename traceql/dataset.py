@@ -10,29 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceql import inputs
-from traceql.datastore import Dataset, content_id
+from traceql.datastore import Dataset, Outcome, content_id
 from traceql.errors import TraceqlError
 
 MIN_MATCH = 0.5
-
-
-@dataclass
-class Outcome:
-    """What happened to one input: added, skipped (already in the dataset) or failed."""
-
-    name: str
-    status: str
-    rows: int = 0
-    cases: int = 0
-    time_lost_ns: int = 0
-    message: str = ""
 
 
 def _manifest(path: Path) -> dict[str, Any] | None:

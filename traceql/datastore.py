@@ -16,15 +16,29 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from traceql.errors import InputError
 from traceql.output import atomic_write
 
+if TYPE_CHECKING:  # polars loads for labelling, not for collecting
+    import polars as pl
+
 FORMAT = "traceql-dataset/1"
+
+
+@dataclass
+class Outcome:
+    """What happened to one input: added, skipped (already in the dataset), collected or failed."""
+
+    name: str
+    status: str
+    rows: int = 0
+    cases: int = 0
+    time_lost_ns: int = 0
+    message: str = ""
 
 
 def _safe(text: str) -> str:
@@ -82,6 +96,8 @@ class Dataset:
 
     def scan(self) -> pl.LazyFrame:
         """Every recorded entry's rows, lazily."""
+        import polars as pl
+
         meta = self.load()
         files = [self.root / e["file"] for e in meta["entries"].values() if (self.root / e["file"]).exists()]
         if not files:

@@ -7,11 +7,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
-
-import polars as pl
+from typing import IO, TYPE_CHECKING
 
 from traceql.errors import TraceqlError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 FRAME_FORMATS = ("table", "csv", "json", "parquet")
 

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traceql.dataset import BaselinePicker, Outcome, add_one
-from traceql.datastore import Dataset, remove_tree
+from traceql.datastore import Dataset, Outcome, remove_tree
 from traceql.errors import InputError, TraceqlError
 
 SWEEP_KEYS = {"inputs", "grid", "profiler", "metrics", "steps", "timeout", "device"}
@@ -118,6 +117,8 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
             if collect_only:
                 outcomes.append(Outcome(name, "collected", message=f"{run} (label it by running build again)"))
                 continue
+            from traceql.dataset import BaselinePicker, add_one  # the analysis stack, only to label
+
             outcomes.append(add_one(ds, run, BaselinePicker([iso]), metrics=metrics, entry_id=name))
         except TraceqlError as exc:
             outcomes.append(Outcome(name, "failed", message=str(exc)))
