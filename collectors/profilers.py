@@ -6,7 +6,7 @@ import os
 import shlex
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from collectors.errors import CollectError
@@ -32,7 +32,6 @@ class ProfilerOptions:
     torch_active: int = 3
     torch_repeat: int = 1
     torch_skip_first: int = 0
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.name not in PROFILERS:
@@ -92,17 +91,15 @@ def wrap_command(opts: ProfilerOptions, binary: Path | None, base: Path, command
     return command
 
 
-def _atomic_run(args: list[str], dst: Path, *, stdout: bool = False) -> None:
+def _import_page(binary: Path, rep: Path, page: str, dst: Path) -> None:
+    """``ncu --import REP --csv --page PAGE`` into ``dst``, through a temp file."""
     tmp = dst.with_name(f".{dst.name}.tmp")
     try:
-        if stdout:
-            with tmp.open("w") as fh:
-                res = subprocess.run(args, stdout=fh, stderr=subprocess.PIPE, text=True, timeout=1800)
-        else:
-            res = subprocess.run([*args[:-1], str(tmp)] if args[-1] == str(dst) else args,
-                                 capture_output=True, text=True, timeout=1800)
+        with tmp.open("w") as fh:
+            res = subprocess.run([str(binary), "--import", str(rep), "--csv", "--page", page], stdout=fh,
+                                 stderr=subprocess.PIPE, text=True, timeout=1800)
         if res.returncode != 0:
-            raise CollectError(f"{args[0]} failed to write {dst.name}: {res.stderr.strip().splitlines()[-1:]}")
+            raise CollectError(f"ncu --import of {rep.name} (page {page}) failed: {res.stderr.strip()[-300:]}")
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
@@ -130,7 +127,7 @@ def postprocess(opts: ProfilerOptions, binary: Path | None, base: Path) -> list[
         outs = [rep]
         for page in opts.ncu_pages:
             csv = base.with_name(f"{base.name}_{page}.csv")
-            _atomic_run([str(binary), "--import", str(rep), "--csv", "--page", page], csv, stdout=True)
+            _import_page(binary, rep, page, csv)
             outs.insert(0, csv)
         return outs
     return []
