@@ -71,14 +71,10 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
 
 def _launcher_command(python: str, spec: InputSpec, lopts: LaunchOptions, launch_json: Path) -> list[str]:
     world = spec.local["world_size"]
-    if world % lopts.nnodes:
-        raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
     cmd = [python, "-m", "torch.distributed.run", f"--nproc-per-node={world // lopts.nnodes}"]
     if lopts.nnodes == 1 and not lopts.rdzv_endpoint:
         cmd.append("--standalone")
     else:
-        if not lopts.rdzv_endpoint:
-            raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
         cmd += [f"--nnodes={lopts.nnodes}", f"--node-rank={lopts.node_rank}", f"--rdzv-endpoint={lopts.rdzv_endpoint}",
                 f"--rdzv-id={lopts.rdzv_id}", f"--rdzv-backend={lopts.rdzv_backend}"]
     return [*cmd, "-m", "collectors.rankwrap", str(launch_json)]
@@ -117,6 +113,10 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     lopts = launch or LaunchOptions()
     spec = load_input(input_dir, overrides)
     world = spec.local["world_size"]
+    if world % lopts.nnodes:
+        raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
+    if lopts.nnodes > 1 and not lopts.rdzv_endpoint and lopts.launcher == "torchrun":
+        raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
     profile_ranks = sorted(set(lopts.profile_ranks if lopts.profile_ranks is not None else range(world)))
     if any(r < 0 or r >= world for r in profile_ranks):
         raise CollectError(f"--ranks {profile_ranks} outside 0..{world - 1} (world_size {world})")

@@ -182,3 +182,16 @@ def test_ranks_started_by_an_mpi_style_launcher(tmp_path: Path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["launcher"]["kind"] == "env"
     assert [r["status"] for r in manifest["ranks"]] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (["--nnodes", "2"], "--nnodes > 1 needs --rdzv-endpoint HOST:PORT"),
+    (["--nnodes", "3"], "world_size 2 is not a multiple of --nnodes 3"),
+    (["--ranks", "0,5"], "--ranks [0, 5] outside 0..1"),
+    (["--profiler", "perf"], "unknown profiler 'perf'"),
+])
+def test_bad_launch_options(invoke, tmp_path: Path, args: list[str], phrase: str) -> None:
+    out = tmp_path / "run"
+    result = invoke("collect", TINY, *args, "--out", out)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and phrase in result.stderr, result.stderr
+    assert not out.exists()

@@ -218,18 +218,22 @@ def collect(
     """Run the training in INPUT_DIR on this node's GPUs (or CPUs) under a profiler; write a run folder."""
 
     def body() -> None:
+        from collectors.errors import CollectError
         from collectors.launch import LaunchOptions
         from collectors.profilers import ProfilerOptions
         from traceql.collect import CollectFailed, run_collect
 
-        opts = ProfilerOptions(
-            name=profiler, steps=steps, nsys_trace=nsys_trace, nsys_args=nsys_args, ncu_kernel=ncu_kernel,
-            ncu_launch_skip=ncu_launch_skip, ncu_launch_count=ncu_launch_count, ncu_args=ncu_args,
-            torch_wait=torch_wait, torch_warmup=torch_warmup, torch_active=torch_active, torch_repeat=torch_repeat,
-            torch_skip_first=torch_skip_first)
-        launch = LaunchOptions(launcher=launcher, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
-                               rdzv_id=rdzv_id, rdzv_backend=rdzv_backend, device=device, timeout=timeout,
-                               profile_ranks=_ranks(ranks))
+        try:
+            opts = ProfilerOptions(
+                name=profiler, steps=steps, nsys_trace=nsys_trace, nsys_args=nsys_args, ncu_kernel=ncu_kernel,
+                ncu_launch_skip=ncu_launch_skip, ncu_launch_count=ncu_launch_count, ncu_args=ncu_args,
+                torch_wait=torch_wait, torch_warmup=torch_warmup, torch_active=torch_active, torch_repeat=torch_repeat,
+                torch_skip_first=torch_skip_first)
+            launch = LaunchOptions(launcher=launcher, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                                   rdzv_id=rdzv_id, rdzv_backend=rdzv_backend, device=device, timeout=timeout,
+                                   profile_ranks=_ranks(ranks))
+        except CollectError as exc:  # an option collectors refuses (e.g. an unknown profiler)
+            raise CollectFailed(str(exc), exc.detail, exc.exit_code) from None
         status = console.status("collecting…", spinner="dots") if sys.stderr.isatty() else _nullcontext()
         with status as live:
             def progress(text: str) -> None:
