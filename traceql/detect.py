@@ -27,7 +27,7 @@ from analyzers.labels import (
 from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
 from traceql import inputs
-from traceql.errors import InputError
+from traceql.errors import InputError, TraceqlError
 from traceql.sources.ncu import read_ncu
 from traceql.trace import Trace, read_trace
 
@@ -123,6 +123,8 @@ def detect(
         paths = None
         if baseline is None:
             baseline = [inputs.DEFAULT_BASELINE]
+    if not threshold > 1.0:
+        raise TraceqlError(f"--threshold must be above 1.0 (a slowdown ratio), got {threshold}")
     notes: list[str] = []
     ncu = _metrics(metrics) if metrics else None
     with read_trace(paths) as trace:
