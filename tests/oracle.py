@@ -13,14 +13,18 @@ def exports(path: Path) -> list[Path]:
     return sorted((path / "traces").glob("*.sqlite")) if path.is_dir() else [path]
 
 
+def rows(path: Path, sql: str) -> list[tuple]:
+    """``sql`` run with sqlite3 on one export, opened read-only."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
 def count(path: Path, sql: str) -> int:
     """A count taken with sqlite3 over every export of ``path``, summed."""
-    total = 0
-    for f in exports(path):
-        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-        total += con.execute(sql).fetchone()[0]
-        con.close()
-    return total
+    return sum(rows(f, sql)[0][0] for f in exports(path))
 
 
 def read_kernels(path: Path) -> list[dict]:

@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import DDP_FILES, SINGLE_FILE, shared_sqlite_files
+from tests.oracle import rows
 
 
 def direct_counts(path: Path) -> dict:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        total = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-        by_device = dict(con.execute(
-            "SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY deviceId").fetchall())
-        nccl = con.execute(
-            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
-            "WHERE s.value LIKE 'nccl%'").fetchone()[0]
-    finally:
-        con.close()
-    return {"total": total, "by_device": {str(k): v for k, v in by_device.items()}, "nccl": nccl}
+    by_device = rows(path, "SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY deviceId")
+    nccl = rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                      "WHERE s.value LIKE 'nccl%'")[0][0]
+    return {"total": rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0],
+            "by_device": {str(k): v for k, v in by_device}, "nccl": nccl}
 
 
 FILES = [*DDP_FILES, SINGLE_FILE, *shared_sqlite_files()]
@@ -50,9 +44,7 @@ def test_every_schema_version_is_read() -> None:
         pytest.skip("shared datasets absent")
     versions = set()
     for f in files:
-        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names = {r[0] for r in rows(f, "SELECT name FROM sqlite_master WHERE type = 'table'")}
         meta = "META_DATA_EXPORT" if "META_DATA_EXPORT" in names else "EXPORT_META_DATA"
-        versions.add(con.execute(f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'").fetchone()[0])
-        con.close()
+        versions.add(rows(f, f"SELECT value FROM {meta} WHERE name = 'EXPORT_SCHEMA_VERSION'")[0][0])
     assert {"2.9.1", "3.13.2", "3.16.1", "3.20.3", "3.24.14", "3.25.0"} <= versions

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 import traceql
 from tests.conftest import H200, sha256, shared_sqlite_files
+from tests.oracle import rows
 from traceql.sources.kineto import short_name
 
 TOY = H200 / "kineto" / "toy_ddp2_cap25"
@@ -75,13 +75,9 @@ def test_short_names_equal_nsys_short_names() -> None:
     files = shared_sqlite_files()
     if not files:
         pytest.skip("shared datasets absent")
-    pairs = set()
-    for f in files:
-        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-        pairs |= set(con.execute(
-            "SELECT DISTINCT d.value, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN StringIds d ON d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName").fetchall())
-        con.close()
+    sql = ("SELECT DISTINCT d.value, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+           "JOIN StringIds d ON d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName")
+    pairs = {pair for f in files for pair in rows(f, sql)}
     assert len(pairs) > 100
     assert [(d, s) for d, s in pairs if short_name(d) != s] == []
 
