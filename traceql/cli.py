@@ -331,9 +331,5 @@ def dataset_summary(
     _guard(body)
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
-
-
 if __name__ == "__main__":  # python -m traceql.cli
     app()

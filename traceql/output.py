@@ -14,7 +14,6 @@ from traceql.errors import TraceqlError
 if TYPE_CHECKING:
     import polars as pl
 
-FRAME_FORMATS = ("table", "csv", "json", "parquet")
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
