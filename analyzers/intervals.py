@@ -44,3 +44,26 @@ def intersection_length(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.n
     u1s, u1e = merge(s1, e1)
     u2s, u2e = merge(s2, e2)
     return int(overlap_with_union(u2s, u2e, u1s, u1e).sum())
+
+
+def overlapping_pairs(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray,
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair (i, j) where interval a[i] and interval b[j] intersect (``b_s < a_e`` and ``b_e > a_s``),
+    with the intersection's length (0 for an empty a[i] inside b[j]).
+
+    ``b`` must be sorted by start. Work is O((n + m) log m + pairs): for each a[i], the candidates are the
+    b[j] that start before a[i] ends and whose running maximum end reaches past a[i]'s start.
+    """
+    if len(a_s) == 0 or len(b_s) == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    reach = np.maximum.accumulate(b_e)
+    lo = np.searchsorted(reach, a_s, side="right")
+    hi = np.searchsorted(b_s, a_e, side="left")
+    count = np.maximum(hi - lo, 0)
+    i = np.repeat(np.arange(len(a_s)), count)
+    offsets = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    j = np.repeat(lo, count) + offsets
+    keep = b_e[j] > a_s[i]
+    i, j = i[keep], j[keep]
+    return i, j, np.minimum(a_e[i], b_e[j]) - np.maximum(a_s[i], b_s[j])

@@ -1,7 +1,8 @@
 """Join Nsight Compute launch metrics to the kernels of a trace of the same workload.
 
-A profiled launch matches the trace kernel with the same short name, grid and block that comes at the
-same position among the launches of that key (``launch_index``), on the first rank of each run. Every
+A profiled launch matches the trace kernel with the same signature (short name, grid and block) that comes
+at the same position among the launches of that signature (``launch_index``), on the first rank of each
+run. Both frames carry ``signature`` (the caller keys them). Every
 compute kernel then gets the ``ncu_*`` metrics: of its own launch when it was profiled
 (``ncu_match = launch``), else the median over the profiled launches of its signature
 (``ncu_match = signature``), else nulls (``ncu_match = none``).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-KEY = ["short_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+KEY = ["signature"]
 
 
 def curated_columns(metrics: pl.DataFrame) -> list[str]:

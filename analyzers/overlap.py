@@ -2,46 +2,42 @@
 
 from __future__ import annotations
 
-import duckdb
+import numpy as np
 import polars as pl
 
-from analyzers.intervals import merge, overlap_with_union
+from analyzers.intervals import merge, overlap_with_union, overlapping_pairs
 
 GROUP = ["run_id", "rank", "device"]
 
 
-def _signature() -> pl.Expr:
-    return pl.format(
-        "{} g{}x{}x{} b{}x{}x{}",
-        "short_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-    ).alias("signature")
+def _device_overlap(compute: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
+    """``_idx, comm_overlap_ns, concurrent_comm`` for the compute kernels of one device.
 
-
-def with_signature(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Add ``signature`` (short name + grid + block): the unit whose durations are comparable."""
-    return kernels.with_columns(_signature())
-
-
-def _concurrent_comm(compute: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
-    """For each compute kernel (by ``_idx``), the collective of the comm kernel it overlaps most."""
-    con = duckdb.connect()
-    con.register("compute_k", compute.select([*GROUP, "_idx", "start_ns", "end_ns"]).to_arrow())
-    con.register("comm_k", comm.select([*GROUP, "start_ns", "end_ns", "collective"]).to_arrow())
-    out = con.sql("""
-        SELECT c._idx, coalesce(nullif(m.collective, ''), 'comm') AS concurrent_comm
-        FROM compute_k c JOIN comm_k m
-          ON c.run_id = m.run_id AND c.rank = m.rank AND c.device = m.device
-         AND m.start_ns < c.end_ns AND m.end_ns > c.start_ns
-        QUALIFY row_number() OVER (
-            PARTITION BY c._idx
-            ORDER BY least(c.end_ns, m.end_ns) - greatest(c.start_ns, m.start_ns) DESC, m.start_ns) = 1
-    """).pl()
-    con.close()
-    return out
+    ``concurrent_comm`` is the collective of the comm kernel that overlaps the kernel longest (the earliest
+    such on a tie); ``comm`` when the kernel name carries none; null when nothing overlaps.
+    """
+    comm = comm.sort("start_ns", "end_ns", maintain_order=True)
+    cs, ce = compute["start_ns"].to_numpy(), compute["end_ns"].to_numpy()
+    ms, me = comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy()
+    us, ue = merge(ms, me)
+    i, j, length = overlapping_pairs(cs, ce, ms, me)
+    best = np.full(len(cs), -1, np.int64)
+    if len(i):
+        order = np.lexsort((j, -length, i))  # per kernel: longest first, then the earliest comm kernel
+        first = np.ones(len(order), bool)
+        first[1:] = i[order][1:] != i[order][:-1]
+        best[i[order][first]] = j[order][first]
+    names = comm["collective"].fill_null("").replace("", "comm")
+    label = names.gather(pl.Series(best).replace(-1, None))  # null where nothing overlaps
+    return pl.DataFrame({
+        "_idx": compute["_idx"],
+        "comm_overlap_ns": pl.Series(overlap_with_union(us, ue, cs, ce), dtype=pl.Int64),
+        "concurrent_comm": label.cast(pl.String),
+    })
 
 
 def comm_overlap(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Compute kernels with ``signature``, ``comm_overlap_ns``, ``comm_overlap_frac``, ``concurrent_comm``.
+    """Compute kernels with ``comm_overlap_ns``, ``comm_overlap_frac`` and ``concurrent_comm``.
 
     ``comm_overlap_ns`` is the length of the kernel's intersection with the union of the communication
     kernels on the same (run, rank, device): exact, O(n log n) per device.
@@ -49,24 +45,17 @@ def comm_overlap(kernels: pl.DataFrame) -> pl.DataFrame:
     k = kernels.with_row_index("_idx")
     compute = k.filter(pl.col("kind") == "compute")
     comm = k.filter(pl.col("kind") == "comm")
-    parts = []
-    for key, grp in compute.group_by(GROUP, maintain_order=True):
-        mine = comm.filter(*(pl.col(c) == v for c, v in zip(GROUP, key, strict=True)))
-        us, ue = merge(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
-        ov = overlap_with_union(us, ue, grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy())
-        parts.append(grp.select("_idx").with_columns(pl.Series("comm_overlap_ns", ov, dtype=pl.Int64)))
-    overlap = pl.concat(parts) if parts else pl.DataFrame(schema={"_idx": pl.UInt32, "comm_overlap_ns": pl.Int64})
-    out = compute.join(overlap, on="_idx", how="left", maintain_order="left")
-    if comm.height:
-        out = out.join(_concurrent_comm(compute, comm), on="_idx", how="left", maintain_order="left")
-    else:
-        out = out.with_columns(pl.lit(None, dtype=pl.String).alias("concurrent_comm"))
+    comm_by_device = {key: grp for key, grp in comm.group_by(GROUP, maintain_order=True)}
+    none = comm.clear()
+    parts = [_device_overlap(grp, comm_by_device.get(key, none))
+             for key, grp in compute.group_by(GROUP, maintain_order=True)]
+    schema = {"_idx": pl.UInt32, "comm_overlap_ns": pl.Int64, "concurrent_comm": pl.String}
+    overlap = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
     dur = pl.col("duration_ns")
     return (
-        out.with_columns(
-            _signature(),
-            pl.when(dur > 0).then(pl.col("comm_overlap_ns") / dur).otherwise(0.0).alias("comm_overlap_frac"),
-        )
+        compute.join(overlap, on="_idx", how="left", maintain_order="left")
+        .with_columns(pl.when(dur > 0).then(pl.col("comm_overlap_ns") / dur).otherwise(0.0)
+                      .alias("comm_overlap_frac"))
         .sort("_idx")
         .drop("_idx")
     )

@@ -13,8 +13,8 @@ import statistics
 import time
 from pathlib import Path
 
-from traceql import engine
-from traceql.detect import detect
+from traceql.commands.detect import detect
+from traceql.model import engine
 from traceql.trace import read_trace
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/datasets/h200-ddp/nsys/gpt2_ddp2_cap2.sqlite"

@@ -16,10 +16,11 @@ import numpy as np
 import polars as pl
 from sklearn.ensemble import IsolationForest
 
-from analyzers.detector import SlowdownDetector
-from analyzers.features import FEATURES, feature_table
+from analyzers.detection.detector import SlowdownDetector
+from analyzers.detection.features import FEATURES, feature_table
 from analyzers.overlap import comm_overlap
-from traceql.detect import detect
+from traceql.commands.detect import detect
+from traceql.model.names import with_signature
 from traceql.trace import read_trace
 
 PAIRS = [("toy", "cap25"), ("toy", "cap2"), ("gpt2", "cap25"), ("gpt2", "cap2")]
@@ -37,7 +38,7 @@ def prf(pred: pl.Series, truth: pl.Series) -> tuple[float, float, float]:
 def forest_alone_best_f1(trace: Path, truth: pl.Series) -> float:
     """An IsolationForest on the features alone, overlapped kernels cut at the best possible score."""
     with read_trace(trace) as t:
-        feats = feature_table(comm_overlap(t.kernels))
+        feats = feature_table(comm_overlap(with_signature(t.kernels)))
     X = feats.select(FEATURES).to_numpy()
     score = -IsolationForest(n_estimators=200, random_state=0).fit(X).score_samples(X)
     overlapped = feats["comm_overlap_ns"].to_numpy() > 0

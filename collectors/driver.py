@@ -11,12 +11,9 @@ last epoch, between cudaProfilerStart/Stop, each step inside an NVTX range ``ste
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
 import json
 import os
-import platform
-import shutil
 import sys
 import time
 import traceback
@@ -24,25 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-RANK_ENV = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
-
-
-def rank_from_env() -> tuple[int, int, int]:
-    """(rank, world_size, local_rank) from whichever launcher set them; (0, 1, 0) alone."""
-    for rank, world, local in RANK_ENV:
-        if rank in os.environ:
-            return int(os.environ[rank]), int(os.environ.get(world, "1")), int(os.environ.get(local, "0"))
-    return 0, 1, 0
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+from collectors import session
+from collectors.files import write_json
+from collectors.window import Window
 
 
 def load_module(path: Path, name: str = "define_model") -> Any:
@@ -54,128 +35,10 @@ def load_module(path: Path, name: str = "define_model") -> Any:
     return module
 
 
-class Window:
-    """The profiled steps of a run, and the marks and profiler around them."""
-
-    def __init__(self, args: argparse.Namespace, rank: int, use_cuda: bool, steps_per_epoch: int | None) -> None:
-        import torch
-
-        self.torch, self.args, self.rank, self.cuda = torch, args, rank, use_cuda
-        span = args.window_steps
-        self.count = min(span, steps_per_epoch) if steps_per_epoch else span
-        self.start = max((steps_per_epoch - self.count) // 2, 0) if steps_per_epoch else 0
-        self.epoch = args.epochs - 1
-        self.profiled = args.profiler != "none" and rank in args.profile_ranks
-        self.prof = None
-        self.files: list[str] = []
-        self.times: list[dict[str, Any]] = []
-        self.run_dir = Path(args.run)
-        self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
-
-    def _begin(self) -> None:
-        torch = self.torch
-        if self.cuda:
-            torch.cuda.synchronize()
-        if self.args.profiler in ("nsys", "ncu") and self.profiled:
-            torch.cuda.cudart().cudaProfilerStart()
-        elif self.args.profiler == "torch" and self.profiled:
-            from torch.profiler import ProfilerActivity, profile, schedule
-
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-            a = self.args
-            self.prof = profile(
-                activities=acts, record_shapes=True, profile_memory=True,
-                schedule=schedule(wait=a.torch_wait, warmup=a.torch_warmup, active=a.torch_active,
-                                  repeat=a.torch_repeat, skip_first=a.torch_skip_first),
-                on_trace_ready=self._trace_ready)
-            self.prof.__enter__()
-
-    def _trace_ready(self, prof: Any) -> None:
-        """Write the cycle's trace for TensorBoard, and a gzipped copy as this rank's trace."""
-        from torch.profiler import tensorboard_trace_handler
-
-        tb = self.run_dir / "traces" / "tensorboard"
-        before = set(tb.glob(f"rank{self.rank}.*.pt.trace.json")) if tb.exists() else set()
-        tensorboard_trace_handler(str(tb), worker_name=f"rank{self.rank}")(prof)  # a trace saves once
-        (written,) = set(tb.glob(f"rank{self.rank}.*.pt.trace.json")) - before
-        final = self.base.with_name(self.base.name + ".json.gz")
-        if final.exists():  # a later repeat cycle: keep the earlier one aside
-            cycles = final.parent / "cycles"
-            cycles.mkdir(exist_ok=True)
-            os.replace(final, cycles / f"{final.name[:-8]}_cycle{len(list(cycles.iterdir()))}.json.gz")
-        part = final.with_name(final.name + ".part")
-        with written.open("rb") as src, gzip.open(part, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(part, final)
-        for path in (final, written):
-            if str(path.relative_to(self.run_dir)) not in self.files:
-                self.files.append(str(path.relative_to(self.run_dir)))
-
-    def _end(self) -> None:
-        torch = self.torch
-        if self.cuda:
-            torch.cuda.synchronize()
-        if self.args.profiler in ("nsys", "ncu") and self.profiled:
-            torch.cuda.cudart().cudaProfilerStop()
-        elif self.prof is not None:
-            self.prof.__exit__(None, None, None)
-            key = "cuda_time_total" if self.cuda else "cpu_time_total"
-            tables = {"ops": self.prof.key_averages().table(sort_by=key, row_limit=60),
-                      "memory": (torch.cuda.memory_summary() if self.cuda else "")
-                      + self.prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=30)}
-            for kind, text in tables.items():
-                path = self.base.with_name(f"{self.base.name}_{kind}.txt")
-                path.write_text(text)
-                self.files.append(str(path.relative_to(self.run_dir)))
-            self.prof = None
-
-    @contextmanager
-    def step(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
-        torch = self.torch
-        first = epoch == self.epoch and index == self.start
-        inside = epoch == self.epoch and self.start <= index < self.start + self.count
-        if first:
-            self._begin()
-        if self.cuda:
-            torch.cuda.nvtx.range_push(f"step_{index}" if inside else f"epoch{epoch}_step_{index}")
-        t0 = time.perf_counter()
-        yield
-        if self.cuda:
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_pop()
-        self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": inside})
-        if inside and self.prof is not None:
-            self.prof.step()
-        if inside and index == self.start + self.count - 1:
-            self._end()
-
-
-def versions(torch: Any, use_cuda: bool) -> dict[str, Any]:
-    out = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    if use_cuda:
-        try:
-            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # noqa: BLE001 - a build without NCCL
-            out["nccl"] = None
-        out["gpu"] = torch.cuda.get_device_name()
-    return out
-
-
 def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     import torch
-    import torch.distributed as dist
 
-    rank, world, local = rank_from_env()
-    result.update(rank=rank, world_size=world, local_rank=local)
-    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
-        raise RuntimeError("no GPU visible to this rank, but --device cuda (NCCL) was asked for")
-    if use_cuda:
-        torch.cuda.set_device(local)
-    backend = "nccl" if use_cuda else "gloo"
-    result.update(device="cuda" if use_cuda else "cpu", backend=backend, versions=versions(torch, use_cuda))
-    if world > 1:
-        dist.init_process_group(backend)
+    use_cuda, rank, world, _ = session.start(args.device, result)
     mod = load_module(Path(args.input) / "define_model.py")
     model = mod.get_model(rank, args.cap_size)
     loader = mod.get_dataloader(rank, args.batchsize)
@@ -193,9 +56,11 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 opt.zero_grad(set_to_none=True)
     result["step_times_ms"] = window.times
     result["files"] = window.files
-    if world > 1:
-        dist.barrier()
-        dist.destroy_process_group()
+    session.finish(world)
+
+
+def _result_path(args: argparse.Namespace) -> Path:
+    return Path(args.run) / "results" / f"rank{session.rank_from_env()[0]}.json"
 
 
 @contextmanager
@@ -212,28 +77,19 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
                         ...
     """
     import torch
-    import torch.distributed as dist
 
     args = parse(json.loads(os.environ.get("TRACEQL_DRIVER_ARGS", "[]")) or None)
-    rank, world, local = rank_from_env()
-    path = Path(args.run) / "results" / f"rank{rank}.json"
-    result: dict[str, Any] = {"rank": rank, "world_size": world, "status": "running", "started": time.time()}
+    path = _result_path(args)
+    result: dict[str, Any] = {"rank": session.rank_from_env()[0], "status": "running", "started": time.time()}
     write_json(path, result)
-    use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     try:
-        if use_cuda:
-            torch.cuda.set_device(local)
-        result.update(device="cuda" if use_cuda else "cpu", versions=versions(torch, use_cuda))
-        if world > 1:
-            dist.init_process_group("nccl" if use_cuda else "gloo")
-        session = argparse.Namespace(rank=rank, world=world, local=local, args=args, result=result,
-                                     device=torch.device("cuda", local) if use_cuda else torch.device("cpu"),
-                                     window=Window(args, rank, use_cuda, steps_per_epoch))
-        yield session
-        result.update(status="ok", step_times_ms=session.window.times, files=session.window.files)
-        if world > 1:
-            dist.barrier()
-            dist.destroy_process_group()
+        use_cuda, rank, world, local = session.start(args.device, result)
+        s = argparse.Namespace(rank=rank, world=world, local=local, args=args, result=result,
+                               device=torch.device("cuda", local) if use_cuda else torch.device("cpu"),
+                               window=Window(args, rank, use_cuda, steps_per_epoch))
+        yield s
+        result.update(status="ok", step_times_ms=s.window.times, files=s.window.files)
+        session.finish(world)
     except BaseException as exc:
         result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
@@ -261,9 +117,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    rank = rank_from_env()[0]
-    result: dict[str, Any] = {"rank": rank, "status": "running", "pid": os.getpid(), "started": time.time()}
-    path = Path(args.run) / "results" / f"rank{rank}.json"
+    path = _result_path(args)
+    result: dict[str, Any] = {"rank": session.rank_from_env()[0], "status": "running", "pid": os.getpid(),
+                              "started": time.time()}
     write_json(path, result)
     try:
         train(args, result)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors import manifest
-from collectors.driver import rank_from_env
 from collectors.errors import CollectError
+from collectors.session import rank_from_env
 
 
 def _exit_codes(run: Path, world: int) -> dict[int, int | None]:

@@ -16,11 +16,12 @@ from typing import Any
 
 from collectors import manifest
 from collectors.config import InputSpec, load_input
-from collectors.driver import rank_from_env
 from collectors.envlaunch import run_ranks
 from collectors.errors import CollectError
+from collectors.files import write_json
 from collectors.probe import check_cuda_version, probe_python
 from collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
+from collectors.session import rank_from_env
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # holds the collectors package
 
@@ -131,12 +132,14 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     gpus = info.get("gpus", 0)
     device = lopts.device if lopts.device != "auto" else ("cuda" if gpus else "cpu")
     if device == "cuda" and not gpus:
-        raise CollectError("no GPU visible to torch: NCCL needs NVIDIA GPUs (use --device cpu for gloo on CPU)")
+        raise CollectError("no GPU visible to torch: NCCL needs NVIDIA GPUs (use --device cpu for gloo on CPU)",
+                           stage="environment")
     if opts.name in ("nsys", "ncu") and device != "cuda":
         raise CollectError(f"--profiler {opts.name} records NVIDIA GPU work, and this run has no GPU "
-                           "(use --profiler torch or none on CPU)")
+                           "(use --profiler torch or none on CPU)", stage="environment")
     if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
-        raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible")
+        raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible",
+                           stage="environment")
     run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
     lopts.device = device
     command = _driver_command(spec, run, opts, lopts, python, profile_ranks)
@@ -145,8 +148,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
                    "env": {"TRACEQL_RUN_DIR": str(run.resolve()), "TRACEQL_PROFILER": opts.name,
                            "TRACEQL_PROFILE_RANKS": ",".join(map(str, profile_ranks)),
                            "TRACEQL_DRIVER_ARGS": json.dumps(command[3 if spec.train_script is None else 2:])}}
-    launch_json = run / "launch.json"
-    launch_json.write_text(json.dumps(launch_spec, indent=1))
+    launch_json = write_json(run / "launch.json", launch_spec)
     base = {"input": {"path": str(spec.folder.resolve()), "local_config": spec.local, "global_config": spec.global_,
                       "train_script": spec.train_script is not None},
             "profiler": {**opts.to_dict(), "binary": str(binary) if binary else None,
@@ -182,10 +184,10 @@ def _raise_for(run: Path, result: dict[str, Any]) -> None:
         names = ", ".join(str(r["rank"]) for r in bad) or "none"
         raise CollectError(f"{run}: timed out; ranks not finished: {names} (manifest.json status 'timeout')",
                            detail="\n".join(f"--- rank {r['rank']} log tail:\n{manifest.log_tail(run, r['rank'])}"
-                                            for r in bad[:2]), exit_code=3)
+                                            for r in bad[:2]), stage="run")
     if not bad:
         raise CollectError(f"{run}: {result.get('postprocess_error', 'the launcher failed')}",
-                           detail=manifest.log_tail(run, -1))
+                           detail=manifest.log_tail(run, -1), stage="run")
     # the rank that failed first is the cause; the others usually fail in a collective after it
     first = min(bad, key=lambda r: (r["status"] != "failed", r["finished"] or float("inf")))
     why = first["error"] or f"exited without a result ({first['status']})"
@@ -193,4 +195,4 @@ def _raise_for(run: Path, result: dict[str, Any]) -> None:
     also = f" (then rank(s) {', '.join(others)} stopped too)" if others else ""
     raise CollectError(f"{run}: rank {first['rank']} failed: {why}{also}",
                        detail=f"--- rank {first['rank']} log tail ({first['log']}):\n"
-                       + manifest.log_tail(run, first["rank"]), exit_code=3)
+                       + manifest.log_tail(run, first["rank"]), stage="run")

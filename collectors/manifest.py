@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from collectors.files import write_json
+
 FORMAT = "traceql-run/1"
+FORMAT_PREFIX = FORMAT.split("/")[0] + "/"  # any version of the run folder format
+
+
+def read(run: Path) -> dict[str, Any] | None:
+    """The manifest of a run folder; None when ``run`` is not one (no manifest, not ours, unreadable)."""
+    try:
+        data = json.loads((Path(run) / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    ok = isinstance(data, dict) and str(data.get("format", "")).startswith(FORMAT_PREFIX)
+    return data if ok else None
 
 
 def read_results(run: Path) -> dict[int, dict[str, Any]]:
@@ -65,8 +77,4 @@ def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, in
 
 
 def write(run: Path, manifest: dict[str, Any]) -> Path:
-    path = run / "manifest.json"
-    tmp = run / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, default=str))
-    os.replace(tmp, path)
-    return path
+    return write_json(run / "manifest.json", manifest)

@@ -31,18 +31,21 @@ print(json.dumps(out))
 def probe_python(python: str, env: dict[str, str]) -> dict:
     """Run the training interpreter once to learn its torch/CUDA/NCCL versions and visible GPUs."""
     if not Path(python).exists():
-        raise CollectError(f"python not found at {python} (global_config.json python_path)")
+        raise CollectError(f"python not found at {python} (global_config.json python_path)",
+                           stage="environment")
     try:
         res = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=300, env=env)
     except subprocess.TimeoutExpired:
-        raise CollectError(f"{python} took over 300 s to import torch") from None
+        raise CollectError(f"{python} took over 300 s to import torch", stage="environment") from None
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        raise CollectError(f"{python} could not run the environment probe: {res.stderr.strip()[-300:]}") from None
+        raise CollectError(f"{python} could not run the environment probe: {res.stderr.strip()[-300:]}",
+                           stage="environment") from None
     if "error" in info:
         raise CollectError(f"torch is not importable by {python} ({info['error']}): install it, e.g. "
-                           "pip install 'traceql[collect]', or set python_path in global_config.json")
+                           "pip install 'traceql[collect]', or set python_path in global_config.json",
+                           stage="environment")
     return info
 
 
@@ -53,4 +56,4 @@ def check_cuda_version(info: dict, wanted: str | None) -> None:
     have = info.get("cuda") or "none (a CPU build)"
     if not (have == wanted or have.startswith(wanted + ".")):
         raise CollectError(f"CUDA version mismatch: global_config.json cuda_version_check is {wanted}, "
-                           f"but torch {info['torch']} is built for CUDA {have}")
+                           f"but torch {info['torch']} is built for CUDA {have}", stage="environment")

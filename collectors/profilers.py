@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from collectors.errors import CollectError
+from collectors.files import atomic_path
 
 PROFILERS = ("none", "nsys", "ncu", "torch")
 
@@ -60,12 +61,12 @@ def find_binary(tool: str, configured: str | None) -> Path:
         if p.is_file() and os.access(p, os.X_OK):
             return p
         raise CollectError(f"{tool} not found at {configured} (global_config.json {tool}_path): "
-                           "point it to the executable or remove the key to use the PATH")
+                           "point it to the executable or remove the key to use the PATH", stage="environment")
     found = shutil.which(tool)
     if found:
         return Path(found)
     raise CollectError(f"{tool} not found on PATH ({os.environ.get('PATH', '')}): install it or set {tool}_path "
-                       "in the input folder's global_config.json")
+                       "in the input folder's global_config.json", stage="environment")
 
 
 def tool_version(binary: Path) -> str:
@@ -93,16 +94,13 @@ def wrap_command(opts: ProfilerOptions, binary: Path | None, base: Path, command
 
 def _import_page(binary: Path, rep: Path, page: str, dst: Path) -> None:
     """``ncu --import REP --csv --page PAGE`` into ``dst``, through a temp file."""
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    try:
+    with atomic_path(dst) as tmp:
         with tmp.open("w") as fh:
             res = subprocess.run([str(binary), "--import", str(rep), "--csv", "--page", page], stdout=fh,
                                  stderr=subprocess.PIPE, text=True, timeout=1800)
         if res.returncode != 0:
-            raise CollectError(f"ncu --import of {rep.name} (page {page}) failed: {res.stderr.strip()[-300:]}")
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+            raise CollectError(f"ncu --import of {rep.name} (page {page}) failed: {res.stderr.strip()[-300:]}",
+                               stage="run")
 
 
 def postprocess(opts: ProfilerOptions, binary: Path | None, base: Path) -> list[Path]:
@@ -112,13 +110,11 @@ def postprocess(opts: ProfilerOptions, binary: Path | None, base: Path) -> list[
         if not rep.exists():
             return []
         out = base.with_name(base.name + ".sqlite")
-        tmp = out.with_name(f".{out.name}.tmp.sqlite")
-        res = subprocess.run([str(binary), "export", "--type", "sqlite", "--force-overwrite", "true",
-                              "-o", str(tmp), str(rep)], capture_output=True, text=True, timeout=1800)
-        if res.returncode != 0 or not tmp.exists():
-            tmp.unlink(missing_ok=True)
-            raise CollectError(f"nsys export of {rep.name} failed: {res.stderr.strip()[-300:]}")
-        os.replace(tmp, out)
+        with atomic_path(out) as tmp:
+            res = subprocess.run([str(binary), "export", "--type", "sqlite", "--force-overwrite", "true",
+                                  "-o", str(tmp), str(rep)], capture_output=True, text=True, timeout=1800)
+            if res.returncode != 0 or not tmp.exists():
+                raise CollectError(f"nsys export of {rep.name} failed: {res.stderr.strip()[-300:]}", stage="run")
         return [out, rep]
     if opts.name == "ncu":
         rep = base.with_name(base.name + ".ncu-rep")

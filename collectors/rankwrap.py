@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from collectors.driver import rank_from_env
 from collectors.profilers import ProfilerOptions, wrap_command
+from collectors.session import rank_from_env
 
 
 def rank_command(spec: dict, rank: int) -> list[str]:

@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 import traceql
-from tests.conftest import DDP_FILES, DDP_TRACE, SINGLE_TRACE
 from tests.oracle import count
-from traceql import model
+from tests.paths import DDP_FILES, DDP_TRACE, SINGLE_TRACE
+from traceql.model import schema
 
 KERNELS = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
 
@@ -20,10 +20,10 @@ def trace():
 
 
 def test_relations_follow_the_model_contract(trace) -> None:
-    for name in model.RELATIONS:
+    for name in schema.RELATIONS:
         df = trace.relation(name)
         assert isinstance(df, pl.DataFrame)
-        assert df.columns == model.columns(name)
+        assert df.columns == schema.columns(name)
     k = trace.kernels
     assert k.height == count(DDP_TRACE, KERNELS)
     assert k.filter(pl.col("duration_ns") != pl.col("end_ns") - pl.col("start_ns")).is_empty()

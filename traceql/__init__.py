@@ -3,28 +3,38 @@
     >>> import traceql
     >>> trace = traceql.read_trace("report.sqlite")
     >>> trace.sql("SELECT rank, count(*) FROM kernels GROUP BY rank")
+    >>> result = traceql.detect("ddp.sqlite", baseline=["single_gpu.sqlite"])
 
-The analysis modules load on first use, so ``traceql collect`` runs where only torch is installed.
+Every command is a function of ``traceql.commands.<command>``; the names here are the common ones. The
+analysis modules load on first use, so ``traceql collect`` runs where only torch is installed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from traceql.errors import InputError, QueryError, SchemaError, TraceqlError
+from traceql.errors import CollectFailed, InputError, OptionError, QueryError, SchemaError, TraceqlError
 
 __all__ = [
+    "CollectFailed",
+    "Dataset",
+    "DetectResult",
     "InputError",
+    "OptionError",
     "QueryError",
     "SchemaError",
+    "SlowdownDetector",
     "Trace",
     "TraceqlError",
+    "detect",
     "read_trace",
     "trace_info",
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.info"}
+_LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.commands.info",
+         "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling",
+         "SlowdownDetector": "analyzers.detection.detector", "Dataset": "traceql.dataset.store"}
 
 
 def __getattr__(name: str) -> Any:

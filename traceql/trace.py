@@ -9,21 +9,31 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from traceql import engine, inputs, model
+from traceql import sources
 from traceql.errors import QueryError
-from traceql.sources import kineto, ncu, nsys
-from traceql.sources.ranks import assign_ranks
+from traceql.model import engine, schema
+from traceql.sources import inputs
 
 
 def _query_error(exc: duckdb.Error) -> QueryError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, duckdb.CatalogException):
-        first += f" (the model's relations: {', '.join(model.RELATIONS)})"
+        first += f" (the model's relations: {', '.join(schema.RELATIONS)})"
     return QueryError(f"SQL failed: {first}")
 
 
+class _Relation:
+    """A property that reads the relation of its own name as a polars DataFrame."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trace: Trace | None, owner: type | None = None) -> Any:
+        return self if trace is None else trace.relation(self.name)
+
+
 class Trace:
-    """The normalized model of one or more trace files (see ``traceql.model``).
+    """The normalized model of one or more trace files (see ``traceql.model.schema``).
 
     Relations: ``runs``, ``ranks``, ``kernels``, ``memcpy``, ``nvtx``, ``gpus``, ``kernel_metrics``,
     ``kernel_metric_units``. Each is a DuckDB table
@@ -49,33 +59,16 @@ class Trace:
 
     def relation(self, name: str) -> pl.DataFrame:
         """One relation of the model as a polars DataFrame."""
-        if name not in model.RELATIONS:
-            raise QueryError(f"no relation {name!r}; the model has: {', '.join(model.RELATIONS)}")
-        return self.con.sql(f"SELECT * FROM {name} ORDER BY {model.ORDER_BY[name]}").pl()
+        if name not in schema.RELATIONS:
+            raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
+        return self.con.sql(f"SELECT * FROM {name} ORDER BY {schema.ORDER_BY[name]}").pl()
 
-    @property
-    def kernels(self) -> pl.DataFrame:
-        return self.relation("kernels")
-
-    @property
-    def memcpy(self) -> pl.DataFrame:
-        return self.relation("memcpy")
-
-    @property
-    def nvtx(self) -> pl.DataFrame:
-        return self.relation("nvtx")
-
-    @property
-    def gpus(self) -> pl.DataFrame:
-        return self.relation("gpus")
-
-    @property
-    def runs(self) -> pl.DataFrame:
-        return self.relation("runs")
-
-    @property
-    def ranks(self) -> pl.DataFrame:
-        return self.relation("ranks")
+    kernels = _Relation()
+    memcpy = _Relation()
+    nvtx = _Relation()
+    gpus = _Relation()
+    runs = _Relation()
+    ranks = _Relation()
 
     def close(self) -> None:
         self.con.close()
@@ -102,25 +95,8 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     checked = inputs.resolve(list(paths) if paths else None)
     con = engine.connect()
     try:
-        model.create_relations(con)
-        groups: dict[str | None, list[inputs.InputFile]] = {}
-        for f in checked:
-            groups.setdefault(f.run, []).append(f)
-        alias = 0
-        for run, files in groups.items():
-            attached = []
-            for f in (f for f in files if f.fmt == "nsys-sqlite"):
-                attached.append(nsys.attach(con, f.path, f"src{alias}"))
-                alias += 1
-            if attached:
-                nsys.load(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
-            for f in attached:
-                con.execute(f"DETACH {f.alias}")
-            parsed = [kineto.parse(f.path, cpu_run=f.cpu_run) for f in files if f.fmt == "kineto-json"]
-            if parsed:
-                for kf, run_id, rank, how in kineto.assign(parsed, run):
-                    kineto.load(con, kf, run_id, rank, how)
-        ncu.load(con, [ncu.read_ncu(f.path) for f in checked if f.fmt == "ncu-csv"])
+        engine.create_relations(con)
+        sources.load(con, checked)
     except BaseException:
         con.close()
         raise

@@ -1,1 +1,33 @@
-"""One module per input format; each fills the normalized model (traceql.model) in a DuckDB connection."""
+"""Input formats → the normalized model. One module per format; each offers ``load(con, files)``, which
+inserts its checked input files (``inputs.InputFile``, grouped into runs by their ``run``) into the model's
+tables. :func:`load` sends every file to its format's module."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from traceql.sources.inputs import InputFile
+
+# format (as ``inputs.check_file`` recognises it) → the module that reads it, in loading order
+READERS = {"nsys-sqlite": "traceql.sources.nsys", "kineto-json": "traceql.sources.kineto",
+           "ncu-csv": "traceql.sources.ncu"}
+
+
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
+    """Insert every checked input file into ``con``'s model tables, each through its format's reader."""
+    for fmt, module in READERS.items():
+        mine = [f for f in files if f.fmt == fmt]
+        if mine:
+            importlib.import_module(module).load(con, mine)
+
+
+def by_run(files: list[InputFile]) -> dict[str | None, list[InputFile]]:
+    """Files grouped by the run folder they came from (None: given loose), in the order given."""
+    groups: dict[str | None, list[InputFile]] = {}
+    for f in files:
+        groups.setdefault(f.run, []).append(f)
+    return groups

@@ -16,9 +16,13 @@ import duckdb
 import polars as pl
 
 from traceql.errors import InputError, SchemaError
-from traceql.model import collective_expr, columns, kind_expr
+from traceql.model.engine import insert_frame
+from traceql.model.names import collective_expr, kind_expr, short_names
+from traceql.model.schema import columns
+from traceql.sources import by_run
+from traceql.sources.inputs import InputFile
 from traceql.sources.json_stream import stream_trace
-from traceql.sources.ranks import RANK_IN_NAME, rank_from_name
+from traceql.sources.ranks import rank_from_name, run_name
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
             "memset": "memset", "cuda_sync": "sync"}
@@ -105,28 +109,10 @@ def _ns(col: str) -> pl.Expr:
     return whole + frac.str.slice(0, 3).cast(pl.Int64) + (frac.str.slice(3, 1).cast(pl.Int64) >= 5).cast(pl.Int64)
 
 
-def short_name(name: str) -> str:
-    """A kernel's base name, as nsys shows it: no return type, namespaces, templates or arguments."""
-    text = name.replace("(anonymous namespace)", "anonymous").replace("<unnamed>", "anonymous")
-    depth, kept = 0, []
-    for ch in text:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            if ch == "(":
-                break  # the argument list
-            kept.append(ch)
-    base = "".join(kept).strip().split(" ")[-1].split("::")[-1]
-    return base or name
-
-
 def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
     g = pl.DataFrame(f.gpu, schema_overrides={"ts": pl.String, "dur": pl.String, "grid": pl.List(pl.Int64),
                                               "block": pl.List(pl.Int64), "name": pl.String}, strict=False)
-    names = g["name"].unique().drop_nulls()
-    shorts = pl.DataFrame({"name": names, "short_name": [short_name(n) for n in names]})
+    shorts = short_names(g["name"])
     launches = (
         pl.DataFrame(f.launches, schema_overrides={"ts": pl.String}, strict=False)
         .select(pl.col("correlation").cast(pl.Int64), _ns("ts").alias("launch_ns"))
@@ -141,13 +127,7 @@ def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
     )
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame) -> None:
-    con.register("_frame", df.select(columns(table)).to_arrow())
-    con.execute(f"INSERT INTO {table} SELECT * FROM _frame")
-    con.unregister("_frame")
-
-
-def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, rank_from: str) -> None:
+def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, rank_from: str) -> None:
     """Insert one parsed trace as rank ``rank`` of run ``run_id``."""
     cupti = f.meta.get("cupti_version")
     con.execute("INSERT INTO runs VALUES (?, 'kineto', ?, ?, ?, ?, ?)",
@@ -165,22 +145,19 @@ def load(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, 
         pl.col("registers").cast(pl.Int32), pl.col("shared").cast(pl.Int64).alias("shared_mem"),
         pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
     )
-    con.register("_k", kernels.to_arrow())
-    con.execute(f"""
-        INSERT INTO kernels SELECT run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
-            grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_mem, correlation_id,
-            CASE WHEN kind = 'sync' THEN 'sync' ELSE {kind_expr('short_name')} END,
-            CASE WHEN kind = 'kernel' AND {kind_expr('short_name')} = 'comm' THEN {collective_expr('short_name')} END,
-            launch_ns
-        FROM _k""")
-    con.unregister("_k")
+    insert_frame(con, "kernels", kernels, select=f"""
+        run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
+        grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_mem, correlation_id,
+        CASE WHEN kind = 'sync' THEN 'sync' ELSE {kind_expr('short_name')} END,
+        CASE WHEN kind = 'kernel' AND {kind_expr('short_name')} = 'comm' THEN {collective_expr('short_name')} END,
+        launch_ns""")
     mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
         pl.col("device").cast(pl.Int32), pl.col("stream").cast(pl.Int64), pl.col("bytes").cast(pl.Int64),
         pl.when(pl.col("kind") == "memset").then(pl.lit("Memset"))
         .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
         pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
     )
-    _insert(con, "memcpy", mem)
+    insert_frame(con, "memcpy", mem.select(columns("memcpy")))
     props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
     for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
         p = props.get(dev, {})
@@ -194,17 +171,9 @@ def _annotations(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, ran
     notes = pl.DataFrame(f.notes, schema_overrides={"ts": pl.String, "dur": pl.String}, strict=False)
     if notes.height:
         start = _ns("ts")
-        _insert(con, "nvtx", notes.with_columns(
+        insert_frame(con, "nvtx", notes.select(
             pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"), start.alias("start_ns"),
             (start + _ns("dur")).alias("end_ns"), pl.col("name").alias("text"), pl.col("cat").alias("domain")))
-
-
-def run_name(paths: list[Path]) -> str:
-    """A run's name from its per-rank files: the common stem without the rank, else the folder's name."""
-    stems = {RANK_IN_NAME.sub("", p.name.split(".")[0]).strip("_-.") for p in paths}
-    if len(stems) == 1 and (stem := stems.pop()):
-        return stem
-    return paths[0].resolve().parent.name or paths[0].stem
 
 
 def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[KinetoFile, str, int, str]]:
@@ -220,3 +189,11 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[Kin
         seen[r] = f.path
     run_id = run_id or run_name([f.path for f in files])
     return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)]
+
+
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
+    """Insert Kineto traces: each run's files are parsed (streamed) and loaded as its ranks."""
+    for run, group in by_run(files).items():
+        parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
+        for kf, run_id, rank, how in assign(parsed, run):
+            _load_file(con, kf, run_id, rank, how)

@@ -16,8 +16,10 @@ import duckdb
 import polars as pl
 
 from traceql.errors import InputError
-from traceql.model import columns
-from traceql.sources.kineto import short_name
+from traceql.model.engine import insert_frame
+from traceql.model.names import SIGNATURE_COLUMNS, short_names
+from traceql.model.schema import columns
+from traceql.sources.inputs import InputFile
 
 ID_COLS = {"ID": "ncu_id", "Kernel Name": "kernel_name", "Device": "device", "Stream": "stream",
            "Grid Size": "grid", "Block Size": "block"}
@@ -134,29 +136,24 @@ def read_ncu(path: Path) -> NcuMetrics:
     if metrics.is_empty():
         raise InputError("the ncu CSV has no profiled kernels (did --launch-skip skip them all?)", path=str(path))
     metrics = metrics.rename({k: v for k, v in ID_COLS.items() if k in metrics.columns})
-    names = metrics["kernel_name"].unique()
-    shorts = pl.DataFrame({"kernel_name": names, "short_name": [short_name(n) for n in names]})
     metrics = (
-        metrics.join(shorts, on="kernel_name", how="left", maintain_order="left")
+        metrics.join(short_names(metrics["kernel_name"], "kernel_name"), on="kernel_name", how="left",
+                     maintain_order="left")
         .with_columns(pl.col("ncu_id").cast(pl.Int64), *_dims("grid"), *_dims("block"),
                       pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False))
         .sort("ncu_id")
-        .with_columns(pl.int_range(pl.len()).over("short_name", *(f"{d}_{a}" for d in ("grid", "block")
-                                                                  for a in "xyz")).alias("launch_index"))
+        .with_columns(pl.int_range(pl.len()).over(SIGNATURE_COLUMNS).alias("launch_index"))
         .with_columns(pl.lit(str(path)).alias("path"))
     )
     return NcuMetrics(path, page, metrics, units)
 
 
-def load(con: duckdb.DuckDBPyConnection, parsed: list[NcuMetrics]) -> None:
-    """Replace the empty ``kernel_metrics``/``kernel_metric_units`` tables with the parsed CSVs' rows."""
-    if not parsed:
-        return
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
+    """Fill ``kernel_metrics``/``kernel_metric_units`` with the rows of every ncu CSV given."""
+    parsed = [read_ncu(f.path) for f in files]
     base = columns("kernel_metrics")
     metrics = pl.concat([p.metrics for p in parsed], how="diagonal_relaxed")
     metrics = metrics.select(base + [c for c in metrics.columns if c not in base])
     units = pl.concat([p.units for p in parsed]).unique(subset="metric", keep="first")
-    for name, frame in (("kernel_metrics", metrics), ("kernel_metric_units", units)):
-        con.register("_frame", frame.to_arrow())
-        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _frame")
-        con.unregister("_frame")
+    insert_frame(con, "kernel_metrics", metrics, replace=True)
+    insert_frame(con, "kernel_metric_units", units, replace=True)

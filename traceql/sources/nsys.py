@@ -11,10 +11,12 @@ from pathlib import Path
 
 import duckdb
 
-from traceql.engine import sql_literal
 from traceql.errors import InputError, SchemaError
-from traceql.model import collective_expr, kind_expr
-from traceql.sources.ranks import RankAssignment
+from traceql.model.engine import sql_literal
+from traceql.model.names import collective_expr, kind_expr
+from traceql.sources import by_run
+from traceql.sources.inputs import InputFile
+from traceql.sources.ranks import RankAssignment, assign_ranks
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
@@ -167,9 +169,10 @@ def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
         """)
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
-    """Insert every attached export into the model's tables, with ranks as assigned."""
+def _load_run(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
+    """Insert the attached exports of one run into the model's tables, with ranks as assigned."""
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
+    con.execute("DELETE FROM _rankmap")
     by_path = {f.path: f for f in files}
     con.executemany(
         "INSERT INTO _rankmap VALUES (?, ?, ?, ?)",
@@ -193,3 +196,14 @@ def load(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list[Rank
             _load_gpus(con, f)
         except duckdb.Error as exc:
             raise _fail(f.path, exc) from exc
+
+
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
+    """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached."""
+    for run, group in by_run(files).items():
+        attached = [attach(con, f.path, f"src{i}") for i, f in enumerate(group)]
+        try:
+            _load_run(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
+        finally:
+            for f in attached:
+                con.execute(f"DETACH {f.alias}")

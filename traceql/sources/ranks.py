@@ -26,9 +26,13 @@ def rank_from_name(path: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
-def _run_name(paths: list[Path]) -> str:
-    stems = [RANK_IN_NAME.sub("", p.stem).strip("_-.") or p.stem for p in paths]
-    return stems[0] if len(set(stems)) == 1 else paths[0].stem
+def run_name(paths: list[Path]) -> str:
+    """A run's name from its per-rank files: their common name without the rank (``gpt2_rank0.sqlite``,
+    ``gpt2_rank1.sqlite`` → ``gpt2``), else the name of the folder holding them, else the first file's."""
+    stems = {RANK_IN_NAME.sub("", p.name.split(".")[0]).strip("_-.") for p in paths}
+    if len(stems) == 1 and (stem := stems.pop()):
+        return stem
+    return paths[0].resolve().parent.name or paths[0].name.split(".")[0]
 
 
 def assign_ranks(processes: dict[Path, list[int]], run_id: str | None = None) -> list[RankAssignment]:
@@ -47,7 +51,7 @@ def assign_ranks(processes: dict[Path, list[int]], run_id: str | None = None) ->
         and len(set(name_ranks)) == len(paths)
     )
     if one_run:
-        run_id = run_id or _run_name(paths)
+        run_id = run_id or run_name(paths)
         return [
             RankAssignment(p, processes[p][0], run_id, r, "file name")
             for p, r in zip(paths, name_ranks, strict=True)

@@ -1,0 +1,40 @@
+"""What slowdown labels add up to: time lost, per rank and per signature (the data of the reports)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def time_lost() -> pl.Expr:
+    """Σ (duration − baseline) over slowdown cases, in ns."""
+    lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
+    return lost.sum().fill_null(0).round(0).cast(pl.Int64)
+
+
+def rank_cases(labelled: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank): compute kernels, slowdown cases and time lost."""
+    return labelled.group_by("run_id", "rank").agg(
+        pl.len().alias("compute_kernels"),
+        pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
+        time_lost().alias("time_lost_ns"),
+    )
+
+
+def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+    """The slowed signatures by time lost: cases, median slowdown ratio, typical concurrent collective."""
+    cases = labelled.filter(pl.col("is_slowdown"))
+    instances = labelled.group_by("signature").agg(pl.len().cast(pl.Int64).alias("instances"))
+    return (
+        cases.group_by("signature")
+        .agg(
+            pl.col("short_name").first(),
+            pl.len().cast(pl.Int64).alias("cases"),
+            pl.col("slowdown_ratio").median().round(3).alias("median_ratio"),
+            time_lost().alias("time_lost_ns"),
+            pl.col("concurrent_comm").drop_nulls().mode().sort().first().alias("concurrent_comm"),
+        )
+        .join(instances, on="signature")
+        .sort(["time_lost_ns", "signature"], descending=[True, False])
+        .head(top)
+        .select("signature", "short_name", "cases", "instances", "median_ratio", "time_lost_ns", "concurrent_comm")
+    )

@@ -1,0 +1,114 @@
+"""The profiled window of a run: which steps are profiled, the marks and profiler around them, step times.
+
+The window is ``window_steps`` steps in the middle of the last epoch. nsys and ncu see it between
+cudaProfilerStart/Stop; torch.profiler runs its schedule over it. Each step of the window is an NVTX range
+``step_<i>`` (steps outside it: ``epoch<e>_step_<i>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from collectors.files import atomic_path
+
+
+class Window:
+    """The profiled steps of a run, and the marks and profiler around them."""
+
+    def __init__(self, args: argparse.Namespace, rank: int, use_cuda: bool, steps_per_epoch: int | None) -> None:
+        import torch
+
+        self.torch, self.args, self.rank, self.cuda = torch, args, rank, use_cuda
+        span = args.window_steps
+        self.count = min(span, steps_per_epoch) if steps_per_epoch else span
+        self.start = max((steps_per_epoch - self.count) // 2, 0) if steps_per_epoch else 0
+        self.epoch = args.epochs - 1
+        self.profiled = args.profiler != "none" and rank in args.profile_ranks
+        self.prof = None
+        self.files: list[str] = []
+        self.times: list[dict[str, Any]] = []
+        self.run_dir = Path(args.run)
+        self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
+
+    def _capture_range(self, call: str) -> bool:
+        """Wait for the GPU; then start or stop nsys/ncu's capture range (``call``) if one profiles this
+        rank. True when it did."""
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        native = self.args.profiler in ("nsys", "ncu") and self.profiled
+        if native:
+            getattr(self.torch.cuda.cudart(), call)()
+        return native
+
+    def _begin(self) -> None:
+        if not self._capture_range("cudaProfilerStart") and self.args.profiler == "torch" and self.profiled:
+            from torch.profiler import ProfilerActivity, profile, schedule
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            a = self.args
+            self.prof = profile(
+                activities=acts, record_shapes=True, profile_memory=True,
+                schedule=schedule(wait=a.torch_wait, warmup=a.torch_warmup, active=a.torch_active,
+                                  repeat=a.torch_repeat, skip_first=a.torch_skip_first),
+                on_trace_ready=self._trace_ready)
+            self.prof.__enter__()
+
+    def _trace_ready(self, prof: Any) -> None:
+        """Write the cycle's trace for TensorBoard, and a gzipped copy as this rank's trace."""
+        from torch.profiler import tensorboard_trace_handler
+
+        tb = self.run_dir / "traces" / "tensorboard"
+        before = set(tb.glob(f"rank{self.rank}.*.pt.trace.json")) if tb.exists() else set()
+        tensorboard_trace_handler(str(tb), worker_name=f"rank{self.rank}")(prof)  # a trace saves once
+        (written,) = set(tb.glob(f"rank{self.rank}.*.pt.trace.json")) - before
+        final = self.base.with_name(self.base.name + ".json.gz")
+        if final.exists():  # a later repeat cycle: keep the earlier one aside
+            cycles = final.parent / "cycles"
+            cycles.mkdir(exist_ok=True)
+            os.replace(final, cycles / f"{final.name[:-8]}_cycle{len(list(cycles.iterdir()))}.json.gz")
+        with atomic_path(final) as part, written.open("rb") as src, gzip.open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        for path in (final, written):
+            if str(path.relative_to(self.run_dir)) not in self.files:
+                self.files.append(str(path.relative_to(self.run_dir)))
+
+    def _end(self) -> None:
+        torch = self.torch
+        if not self._capture_range("cudaProfilerStop") and self.prof is not None:
+            self.prof.__exit__(None, None, None)
+            key = "cuda_time_total" if self.cuda else "cpu_time_total"
+            tables = {"ops": self.prof.key_averages().table(sort_by=key, row_limit=60),
+                      "memory": (torch.cuda.memory_summary() if self.cuda else "")
+                      + self.prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=30)}
+            for kind, text in tables.items():
+                path = self.base.with_name(f"{self.base.name}_{kind}.txt")
+                path.write_text(text)
+                self.files.append(str(path.relative_to(self.run_dir)))
+            self.prof = None
+
+    @contextmanager
+    def step(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
+        torch = self.torch
+        first = epoch == self.epoch and index == self.start
+        inside = epoch == self.epoch and self.start <= index < self.start + self.count
+        if first:
+            self._begin()
+        if self.cuda:
+            torch.cuda.nvtx.range_push(f"step_{index}" if inside else f"epoch{epoch}_step_{index}")
+        t0 = time.perf_counter()
+        yield
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+        self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": inside})
+        if inside and self.prof is not None:
+            self.prof.step()
+        if inside and index == self.start + self.count - 1:
+            self._end()

@@ -1,0 +1,88 @@
+"""Inputs broken the ways users break them, each with the phrase its one-line error must contain."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.paths import DDP_FILE
+
+
+def _sqlite_edit(path: Path, statement: str) -> None:
+    con = sqlite3.connect(path)
+    con.execute(statement)
+    con.commit()
+    con.close()
+
+
+def make_missing(tmp: Path) -> Path:
+    return tmp / "nope.sqlite"
+
+
+def make_empty_dir(tmp: Path) -> Path:
+    d = tmp / "run"
+    d.mkdir()
+    (d / "notes.txt").write_text("no traces here\n")
+    return d
+
+
+def make_text(tmp: Path) -> Path:
+    p = tmp / "report.sqlite"
+    p.write_text("this is a text file, not a trace\n")
+    return p
+
+
+def make_empty(tmp: Path) -> Path:
+    p = tmp / "report.sqlite"
+    p.touch()
+    return p
+
+
+def make_truncated(tmp: Path) -> Path:
+    p = tmp / "report.sqlite"
+    data = DDP_FILE.read_bytes()
+    p.write_bytes(data[: len(data) // 3])
+    return p
+
+
+def make_not_nsys(tmp: Path) -> Path:
+    p = tmp / "other.sqlite"
+    _sqlite_edit(p, "CREATE TABLE measurements (x INTEGER)")
+    return p
+
+
+def make_no_kernel_table(tmp: Path) -> Path:
+    p = tmp / "report.sqlite"
+    shutil.copyfile(DDP_FILE, p)
+    _sqlite_edit(p, "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    return p
+
+
+def make_empty_kernel_table(tmp: Path) -> Path:
+    p = tmp / "report.sqlite"
+    shutil.copyfile(DDP_FILE, p)
+    _sqlite_edit(p, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    return p
+
+
+def make_report(tmp: Path) -> Path:
+    p = tmp / "gpt2.nsys-rep"
+    p.write_bytes(b"NVIDIA Tegra Profiler Report 36398880.\n" + b"\0" * 64)
+    return p
+
+
+CASES: list[tuple[Callable[[Path], Path], str]] = [
+    (make_missing, "no such file or directory"),
+    (make_empty_dir, "directory holds no traces"),
+    (make_text, "not a trace traceql can read"),
+    (make_empty, "empty file (0 bytes)"),
+    (make_truncated, "truncated SQLite database"),
+    (make_not_nsys, "not an Nsight Systems export"),
+    (make_no_kernel_table, "was it run with `-t cuda`?"),
+    (make_empty_kernel_table, "did the capture range ever start"),
+    (make_report, "nsys export --type sqlite"),
+]
+
+CASE_IDS = [make.__name__[5:] for make, _ in CASES]

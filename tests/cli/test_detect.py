@@ -1,0 +1,95 @@
+"""`traceql detect` as a user runs it: summary, JSON, --out rows, warnings and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.bad_inputs import CASE_IDS, CASES
+from tests.oracle import read_kernels
+from tests.paths import DDP_TRACE, NSYS, SINGLE_TRACE, sha256
+from traceql.model.schema import CASES as CASE_SCHEMA
+
+COMPUTE = [k for k in read_kernels(DDP_TRACE) if not k["comm"]]
+
+
+def test_default_is_the_embedded_pair(invoke) -> None:
+    result = invoke("detect", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    iso = {k["signature"] for k in read_kernels(SINGLE_TRACE) if not k["comm"]}
+    rate = sum(k["signature"] in iso for k in COMPUTE) / len(COMPUTE)
+    assert data["mode"] == "baseline" and data["baseline_match_rate"] == pytest.approx(rate, abs=1e-4)
+    ranks = data["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert {"rank", "comm_comp_overlap_pct", "compute_ns", "comm_ns", "idle_ns", "cases", "time_lost_ns"} <= set(r)
+        assert 0 < r["comm_comp_overlap_pct"] <= 100 and r["cases"] > 0 and r["time_lost_ns"] > 0
+        assert r["idle_ns"] + r["compute_ns"] + r["non_compute_ns"] == r["span_ns"]
+    top = data["top_signatures"]
+    assert top and top[0]["time_lost_ns"] >= top[-1]["time_lost_ns"]
+    assert {"short_name", "cases", "median_ratio", "time_lost_ns", "concurrent_comm"} <= set(top[0])
+    assert data["totals"]["cases"] == sum(r["cases"] for r in ranks)
+
+
+def test_table_output_names_the_slowed_kernels(invoke) -> None:
+    result = invoke("detect", DDP_TRACE, "--baseline", SINGLE_TRACE)
+    assert result.exit_code == 0, result.stderr
+    top = json.loads(invoke("detect", DDP_TRACE, "--baseline", SINGLE_TRACE, "--format", "json").stdout)
+    first = top["top_signatures"][0]
+    assert "Top slowed signatures" in result.stdout and first["short_name"][:40] in result.stdout
+    assert first["concurrent_comm"] in result.stdout and f"{top['totals']['cases']:,} slowdown cases" in result.stdout
+
+
+@pytest.mark.parametrize("suffix,reader", [(".parquet", pl.read_parquet), (".csv", pl.read_csv)])
+def test_out_has_one_row_per_compute_kernel(invoke, tmp_path: Path, suffix: str, reader) -> None:
+    out = tmp_path / f"cases{suffix}"
+    result = invoke("detect", DDP_TRACE, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    df = reader(out)
+    assert df.columns == list(CASE_SCHEMA)
+    assert df.height == len(COMPUTE)
+    assert set(df["label_source"].unique()) == {"detector"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_trace_without_communication_is_a_result(invoke) -> None:
+    result = invoke("detect", SINGLE_TRACE, "--format", "json")
+    assert result.exit_code == 0
+    assert "no communication kernels" in result.stderr
+    data = json.loads(result.stdout)
+    assert data["totals"]["cases"] == 0 and data["ranks"][0]["comm_comp_overlap_pct"] is None
+    assert data["ranks"][0]["compute_ns"] > 0
+
+
+def test_baseline_with_nccl_warns(invoke, ddp_copy: Path) -> None:
+    result = invoke("detect", DDP_TRACE, "--baseline", ddp_copy, "--format", "json")
+    assert result.exit_code == 0
+    assert "not an isolated run" in result.stderr
+
+
+@pytest.mark.corpus
+def test_baseline_of_another_model_reports_match_rate(invoke) -> None:
+    other = NSYS / "toy_single.sqlite"
+    result = invoke("detect", DDP_TRACE, "--baseline", other, "--format", "json")
+    assert result.exit_code == 0
+    rate = json.loads(result.stdout)["baseline_match_rate"]
+    assert rate < 0.5
+    assert f"only {rate:.1%} of compute kernels match a baseline signature" in result.stderr
+
+
+@pytest.mark.parametrize("make,phrase", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("where", ["trace", "baseline"])
+def test_bad_input(invoke, tmp_path: Path, make, phrase: str, where: str) -> None:
+    path = make(tmp_path)
+    before = sha256(path) if path.is_file() else None
+    args = ["detect", path] if where == "trace" else ["detect", DDP_TRACE, "--baseline", path]
+    result = invoke(*args)
+    assert result.exit_code not in (0, None)
+    assert result.stderr.count("\n") == 1 and str(path) in result.stderr and phrase in result.stderr
+    assert "Traceback" not in result.output
+    if before:
+        assert sha256(path) == before

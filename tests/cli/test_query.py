@@ -1,0 +1,56 @@
+"""`traceql query`: formats, output files written atomically, the embedded default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from tests.oracle import count
+from tests.paths import DDP_FILES, DDP_TRACE
+
+SQL = "SELECT rank, kind, count(*) AS n FROM kernels GROUP BY ALL ORDER BY rank, kind"
+NCCL = ("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+        "WHERE s.value {} 'nccl%'")
+EXPECTED = [
+    {"rank": r, "kind": kind, "n": count(f, NCCL.format("LIKE" if kind == "comm" else "NOT LIKE"))}
+    for r, f in enumerate(DDP_FILES) for kind in ("comm", "compute")
+]
+
+
+def test_default_trace_json(invoke) -> None:
+    result = invoke("query", SQL, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == EXPECTED
+
+
+def test_csv_and_table(invoke) -> None:
+    csv = invoke("query", DDP_TRACE, SQL, "--format", "csv").stdout.splitlines()
+    assert csv[0] == "rank,kind,n" and csv[1] == f"0,comm,{EXPECTED[0]['n']}" and len(csv) == 5
+    table = invoke("query", DDP_TRACE, SQL).stdout
+    assert "compute" in table and str(EXPECTED[1]["n"]) in table
+
+
+def test_output_files(invoke, tmp_path: Path) -> None:
+    for fmt in ("parquet", "csv", "json"):
+        out = tmp_path / f"r.{fmt}"
+        result = invoke("query", DDP_TRACE, SQL, "--format", fmt, "--output", out)
+        assert result.exit_code == 0, result.stderr
+        df = {"parquet": pl.read_parquet, "csv": pl.read_csv, "json": pl.read_json}[fmt](out)
+        assert df.to_dicts() == EXPECTED
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.parquet"]
+
+
+def test_parquet_needs_output(invoke) -> None:
+    result = invoke("query", SQL, "--format", "parquet")
+    assert result.exit_code == 1 and "give --output PATH" in result.stderr
+
+
+def test_failed_query_leaves_old_output(invoke, tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    out.write_text("previous\n")
+    result = invoke("query", DDP_TRACE, "SELECT nope FROM kernels", "--output", out, "--format", "csv")
+    assert result.exit_code == 4
+    assert out.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]

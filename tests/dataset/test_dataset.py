@@ -1,0 +1,127 @@
+"""Slowdown datasets: labels equal detect's, summaries, atomic and resumable writes, sweeps on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.paths import DDP_TRACE, NSYS, ROOT, RUNS, SINGLE_TRACE
+from traceql.commands.detect import detect
+
+PAIRS = {f"{m}_ddp2_{c}": f"{m}_single" for m in ("toy", "gpt2") for c in ("cap25", "cap2")}
+
+
+def entry_rows(root: Path) -> dict[str, pl.DataFrame]:
+    meta = json.loads((root / "dataset.json").read_text())
+    return {k: pl.read_parquet(root / e["file"]) for k, e in meta["entries"].items()}
+
+
+@pytest.mark.corpus
+def test_corpus_dataset_labels_equal_detect(invoke, tmp_path: Path) -> None:
+    nsys = NSYS
+    root = tmp_path / "ds"
+    traces = [nsys / f"{t}.sqlite" for t in PAIRS]
+    result = invoke("dataset", "add", root, *traces, "--baseline", nsys / "toy_single.sqlite",
+                    "--baseline", nsys / "gpt2_single.sqlite")
+    assert result.exit_code == 0, result.stderr
+    rows = entry_rows(root)
+    assert len(rows) == 4
+    meta = json.loads((root / "dataset.json").read_text())["entries"]
+    for trace in traces:
+        (key,) = [k for k in rows if k.startswith(trace.stem + "-")]
+        assert Path(meta[key]["baseline"]).stem == PAIRS[trace.stem]  # each got its own isolated run
+        want = detect(trace, baseline=[nsys / f"{PAIRS[trace.stem]}.sqlite"]).kernels
+        got = rows[key]
+        assert got["is_slowdown"].to_list() == want["is_slowdown"].to_list()
+        assert got["start_ns"].to_list() == want["start_ns"].to_list()
+        assert (got["label_source"] == "baseline").all()
+    summary = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
+    assert {(s["model"], s["cases"]) for s in summary} == {
+        (t, int(rows[k]["is_slowdown"].sum())) for t in PAIRS for k in rows if k.startswith(t + "-")}
+    table = invoke("dataset", "summary", root).stdout
+    assert "gpt2_ddp2_cap2" in table and "ratio_median" in table
+
+
+SOURCES = [DDP_TRACE, RUNS / "gpt2-torch", RUNS / "seqpar-nsys"]
+
+
+def _add_command(root: Path) -> list[str]:
+    return [sys.executable, "-m", "traceql", "dataset", "add", str(root), *map(str, SOURCES),
+            "--baseline", str(SINGLE_TRACE)]
+
+
+def test_a_killed_build_resumes_to_the_same_dataset(tmp_path: Path) -> None:
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    subprocess.run(_add_command(whole), check=True, capture_output=True)
+    proc = subprocess.Popen(_add_command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill it once the first entry is recorded, mid-way
+        meta = killed / "dataset.json"
+        if meta.exists() and json.loads(meta.read_text())["entries"]:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = json.loads((killed / "dataset.json").read_text())["entries"]
+    assert 1 <= len(partial) < len(SOURCES), "the kill came too late to test a resume"
+    rerun = subprocess.run(_add_command(killed), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(partial)} skipped" in rerun.stdout
+    a, b = entry_rows(whole), entry_rows(killed)
+    assert sorted(a) == sorted(b)
+    for key in a:
+        assert a[key].drop("source").equals(b[key].drop("source"))
+    files = sorted(p.relative_to(killed) for p in (killed / "data").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(whole) for p in (whole / "data").rglob("*") if p.is_file())
+    assert not [f for f in files if f.name.startswith(".")]  # no temp file left behind
+    total = pl.scan_parquet(str(killed / "data" / "**" / "*.parquet")).select(pl.len()).collect().item()
+    assert total == sum(df.height for df in b.values())  # a plain reader sees every row once
+
+
+def test_bad_dataset_inputs(invoke, tmp_path: Path) -> None:
+    result = invoke("dataset", "add", tmp_path / "ds", tmp_path / "missing.sqlite")
+    assert result.exit_code == 1 and "failed" in result.stdout and "no such file" in result.stdout
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "dataset.json").write_text('{"format": "something-else"}')
+    result = invoke("dataset", "summary", tmp_path / "other")
+    assert result.exit_code == 2 and "not a traceql dataset" in result.stderr
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps({"inputs": ["x"], "grid": {"lr": [1, 2]}}))
+    result = invoke("dataset", "build", sweep, "--out", tmp_path / "ds2")
+    assert result.exit_code == 2 and "grid: keys must be among" in result.stderr
+
+
+def test_sweep_on_cpu_collects_labels_resumes_and_survives_a_failure(invoke, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    sweep = tmp_path / "sweep.json"
+    tiny = ROOT / "datasets" / "examples" / "tiny"
+    sweep.write_text(json.dumps({"inputs": [str(tiny)], "grid": {"cap_size": [1, 2], "epochs": [1]},
+                                 "profiler": "torch", "timeout": 120, "device": "cpu"}))
+    root = tmp_path / "ds"
+    first = invoke("dataset", "build", sweep, "--out", root, "--collect-only")
+    assert first.exit_code == 0, first.stderr
+    assert "2 collected" in first.stdout
+    runs = sorted(p.name for p in (root / "runs").iterdir())
+    assert runs == ["tiny-cap_size1_epochs1", "tiny-cap_size2_epochs1", "tiny-isolated-epochs1"]
+    stamp = (root / "runs" / runs[0] / "manifest.json").stat().st_mtime_ns
+    second = invoke("dataset", "build", sweep, "--out", root)  # labels the runs it finds, collects nothing
+    assert second.exit_code == 0, second.stderr
+    assert "2 added" in second.stdout
+    assert (root / "runs" / runs[0] / "manifest.json").stat().st_mtime_ns == stamp
+    meta = json.loads((root / "dataset.json").read_text())["entries"]
+    assert sorted(meta) == runs[:2] and all(e["world_size"] == 2 for e in meta.values())
+    assert "2 skipped" in invoke("dataset", "build", sweep, "--out", root).stdout
+    sweep.write_text(json.dumps({"inputs": [str(tiny)], "grid": {"cap_size": [1, -3], "epochs": [1]},
+                                 "profiler": "torch", "timeout": 120, "device": "cpu"}))
+    third = invoke("dataset", "build", sweep, "--out", root)
+    assert third.exit_code == 1
+    assert "1 skipped, 1 failed" in third.stdout
+    assert "cap_size must be positive" in " ".join(third.stdout.split()).replace("│ ", "").replace(" │", "")

@@ -1,0 +1,42 @@
+"""Where the test data is: the embedded traces of ``datasets/`` and the shared corpus in ../shared.
+
+Tests that read the shared corpus carry the ``corpus`` marker (or a :func:`corpus` parameter); they are
+skipped when ../shared is absent, so the core suite runs from the project alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED = ROOT / "datasets" / "default"
+# the embedded default: GPT-2 DDP on 2 × H200 (one nsys per rank) and its single-GPU isolated run
+DDP_TRACE = EMBEDDED / "gpt2-nsys"
+SINGLE_TRACE = EMBEDDED / "gpt2-single-nsys"
+DDP_FILES = sorted((DDP_TRACE / "traces").glob("*.sqlite"))
+DDP_FILE = DDP_FILES[0]  # rank 0's export
+SINGLE_FILE = next((SINGLE_TRACE / "traces").glob("*.sqlite"))
+RUNS = ROOT / "datasets" / "runs"
+TINY = ROOT / "datasets" / "examples" / "tiny"
+SHARED = ROOT.parent / "shared" / "datasets"
+H200 = SHARED / "h200-ddp"
+NSYS = H200 / "nsys"
+PUBLIC = SHARED / "public"
+HAVE_CORPUS = SHARED.is_dir()
+
+
+def corpus(*values: object, id: str | None = None) -> object:  # noqa: A002 - pytest's own name
+    """A parameter set of the shared corpus: skipped, like a ``corpus`` test, when ../shared is absent."""
+    return pytest.param(*values, marks=pytest.mark.corpus, id=id)
+
+
+def shared_sqlite_files() -> list[Path]:
+    """Every nsys export of the shared corpus (none when it is absent)."""
+    return sorted(SHARED.rglob("*.sqlite")) if HAVE_CORPUS else []
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,101 @@
+"""Imports point one way: cli → commands → the middle layer → model → errors; `analyzers` and `collectors`
+import nothing of traceql; sources and the model import no analysis; only what runs workloads (or reads a
+run folder's manifest) imports `collectors`. Every import is read from the source, including lazy ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+PACKAGES = ("traceql", "analyzers", "collectors")
+# traceql's layers, lowest first; a module may import its own layer and those below it
+LAYERS = [
+    ("traceql.errors",),
+    ("traceql.model",),
+    ("traceql.sources", "traceql.trace", "traceql.export", "traceql.labelling", "traceql.dataset",
+     "traceql.collecting"),
+    ("traceql.commands",),
+    ("traceql.cli", "traceql.__main__"),
+]
+RUN_WORKLOADS = ("traceql.collecting", "traceql.commands.collect", "traceql.dataset.build",
+                 "traceql.sources.runfolder")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """Every module of ours ``path`` imports (``from a import b`` counts as ``a.b`` when that is a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules)
+    return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def layer(module: str) -> int | None:
+    if module == "traceql":  # the facade: it may name anything (lazily)
+        return len(LAYERS)
+    for level, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return level
+    return None
+
+
+def under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that points the wrong way, as ``importer -> imported: why``."""
+    out = []
+    for src, targets in sorted(graph.items()):
+        for dst in sorted(targets):
+            if under(src, "analyzers", "collectors") and not under(dst, src.split(".")[0]):
+                out.append(f"{src} -> {dst}: a leaf imports only itself")
+            elif under(src, "traceql.model", "traceql.sources") and under(dst, "analyzers"):
+                out.append(f"{src} -> {dst}: sources and the model import no analysis")
+            elif under(src, "traceql") and under(dst, "collectors") and not under(src, *RUN_WORKLOADS):
+                out.append(f"{src} -> {dst}: only what runs workloads imports collectors")
+            elif under(src, "traceql") and under(dst, "traceql") and dst != "traceql":
+                low, high = layer(src), layer(dst)
+                if low is None or high is None:
+                    out.append(f"{src} -> {dst}: a module outside the layers")
+                elif high > low:
+                    out.append(f"{src} -> {dst}: imports a higher layer")
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    return {name: imports(path, set(files)) for name, path in files.items()}
+
+
+def test_imports_point_one_way() -> None:
+    graph = import_graph()
+    assert len(graph) > 40 and any(graph.values())
+    assert violations(graph) == []
+
+
+@pytest.mark.parametrize("importer,imported", [
+    ("analyzers.overlap", "traceql.model.names"),
+    ("collectors.driver", "traceql.errors"),
+    ("traceql.sources.nsys", "analyzers.overlap"),
+    ("traceql.model.schema", "traceql.trace"),
+    ("traceql.labelling", "traceql.commands.detect"),
+    ("traceql.commands.detect", "traceql.cli.common"),
+    ("traceql.trace", "collectors.manifest"),
+])
+def test_a_wrong_import_is_caught(importer: str, imported: str) -> None:
+    graph = import_graph()
+    graph[importer] = graph.get(importer, set()) | {imported}
+    assert [v for v in violations(graph) if v.startswith(f"{importer} -> {imported}:")]

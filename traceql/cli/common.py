@@ -1,0 +1,127 @@
+"""What every command of the command line shares: error handling, the console, options, progress."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
+
+console = Console() if sys.stdout.isatty() else Console(width=160)
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
+    import polars as pl
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+Files = Annotated[
+    list[Path] | None,
+    typer.Argument(help="nsys SQLite exports or folders of them (default: the embedded example trace)",
+                   show_default=False),
+]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Write ``error: message`` on stderr; the exit to raise."""
+    sys.stderr.write(f"error: {message}\n")
+    return typer.Exit(code)
+
+
+def guarded(command: F) -> F:
+    """A command whose failures end in one line on stderr and an exit code, never a traceback.
+
+    A :class:`TraceqlError` gives its message and code; Ctrl-C gives 130; anything else is a bug in
+    traceql: one line and 70, unless ``TRACEQL_DEBUG`` asks for the traceback.
+    """
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except CollectFailed as err:
+            if err.detail:
+                sys.stderr.write(err.detail.rstrip() + "\n")
+            raise fail(str(err), err.exit_code) from None
+        except TraceqlError as err:
+            raise fail(str(err), err.exit_code) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", INTERRUPTED) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:  # a bug, not bad input
+            if os.environ.get("TRACEQL_DEBUG"):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise fail(f"internal error ({type(exc).__name__}: {first}); "
+                       "rerun with TRACEQL_DEBUG=1 for the traceback and please report it", INTERNAL_ERROR) from None
+
+    return run  # type: ignore[return-value]
+
+
+@contextmanager
+def spinner(text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on a terminal while the block runs; yields ``update(text)`` (a no-op off a terminal)."""
+    if not sys.stderr.isatty():
+        yield lambda _text: None
+        return
+    with console.status(text, spinner="dots") as live:
+        yield lambda more: live.update(f"{text} {more}")
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def note(text: str) -> None:
+    """A line for the user on stderr (warnings, what was written)."""
+    sys.stderr.write(text.rstrip("\n") + "\n")
+
+
+def ms(ns: int | float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def short(text: Any, width: int = 70) -> str:
+    s = "" if text is None else str(text)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = ()) -> Table:
+    """A rich table with these columns, right-aligned except those in ``left``."""
+    out = Table(title=title, title_justify="left")
+    for col in columns:
+        out.add_column(col, justify="left" if col in left else "right")
+    return out
+
+
+def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) -> Table:
+    """A rich table of the first ``limit`` rows of a frame."""
+    out = Table(title=title, title_justify="left", show_lines=False)
+    for col, dtype in zip(df.columns, df.dtypes, strict=True):
+        out.add_column(col, justify="right" if dtype.is_numeric() else "left", overflow="fold")
+    for row in df.head(limit).iter_rows():
+        out.add_row(*("" if v is None else short(v, 90) for v in row))
+    return out
+
+
+def print_frame(df: pl.DataFrame, *, limit: int = 50) -> None:
+    console.print(frame_table(df, limit=limit))
+    if df.height > limit:
+        console.print(f"… {df.height - limit} more rows (use --format csv/json/parquet or --output for all)")

@@ -1,0 +1,87 @@
+"""`traceql dataset add | build | summary`: label runs and traces into one parquet dataset."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from traceql.cli.common import Format, FormatOption, console, emit_json, guarded, ms, print_frame, spinner, table
+
+app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True)
+
+
+def _finish(outcomes: list[Any]) -> None:
+    """The closing table of `dataset add` / `dataset build`; exit 1 when an entry failed."""
+    done = table("Dataset", ("entry", "status", "rows", "cases", "time lost", "note"),
+                 left={"entry", "status", "note"})
+    for col in done.columns:
+        col.overflow = "fold"
+    for o in outcomes:
+        done.add_row(o.name, o.status, f"{o.rows:,}", f"{o.cases:,}", ms(o.time_lost_ns), o.message)
+    console.print(done)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("added", "skipped", "collected", "failed")}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to do")
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(1)
+
+
+@app.command("add")
+@guarded
+def add(
+    root: Annotated[Path, typer.Argument(help="dataset folder (created if missing)")],
+    sources: Annotated[list[Path], typer.Argument(help="run folders or traces; each is one entry")],
+    baseline: Annotated[list[Path] | None, typer.Option("--baseline", "-b", help="isolated run(s) to pair with; "
+                                                         "each source gets the one it matches best")] = None,
+    model: Annotated[str | None, typer.Option(help="model name (default: the run's input folder, or the trace)")]
+    = None,
+    config: Annotated[str | None, typer.Option(help="configuration name (default: from the run's config)")] = None,
+) -> None:
+    """Label run folders or traces and add one entry each; entries already there are skipped."""
+    from traceql.commands import dataset
+
+    with spinner("adding…") as update:
+        outcomes = dataset.add(root, sources, baselines=baseline or [], model=model, config=config, progress=update)
+    _finish(outcomes)
+
+
+@app.command("build")
+@guarded
+def build(
+    sweep: Annotated[Path, typer.Argument(help="SWEEP.json: inputs × a grid of local_config values")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="dataset folder")],
+    collect_only: Annotated[bool, typer.Option(help="collect the runs, label nothing (run build again to label)")]
+    = False,
+) -> None:
+    """Collect every configuration of a sweep (and its isolated run), label it, add it; resumable."""
+    from rich.progress import Progress
+
+    from traceql.commands import dataset
+
+    with Progress(console=Console(stderr=True), disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task("sweep", total=None)
+
+        def progress(name: str, done: int, total: int) -> None:
+            bar.update(task, description=name, completed=done, total=total)
+
+        outcomes = dataset.build(sweep, out, collect_only=collect_only, progress=progress)
+    _finish(outcomes)
+
+
+@app.command("summary")
+@guarded
+def summary(
+    root: Annotated[Path, typer.Argument(help="dataset folder")],
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Cases per model and configuration, time lost and the slowdown ratio distribution."""
+    from traceql.commands import dataset
+
+    df = dataset.summary(root)
+    if fmt is Format.json:
+        emit_json(df.to_dicts())
+    else:
+        print_frame(df)

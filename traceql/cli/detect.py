@@ -1,0 +1,81 @@
+"""`traceql detect`: the compute kernels slowed by overlapping communication, per rank and by signature."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, note, short, spinner, table
+
+OUT_FORMATS = {".csv": "csv", ".json": "json"}  # by suffix; anything else is parquet
+
+
+@guarded
+def detect(
+    files: Files = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="write one row per compute kernel (.parquet, .csv or .json)")
+    ] = None,
+    fmt: FormatOption = Format.table,
+    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
+    metrics: Annotated[
+        list[Path] | None,
+        typer.Option("--metrics", "-m", help="ncu CSV(s) of the same workload: adds ncu_* metrics to --out rows"),
+    ] = None,
+    hta_compat: Annotated[
+        bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
+    ] = False,
+) -> None:
+    """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
+    from traceql.commands.detect import detect as run_detect
+    from traceql.export.files import write_frame
+
+    with spinner("detecting…"):
+        result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
+                            metrics=metrics or None, hta_compat=hta_compat)
+    for text in result.notes:
+        note(text)
+    if out is not None:
+        write_frame(result.kernels, out, OUT_FORMATS.get(out.suffix.lower(), "parquet"))
+        note(f"wrote {result.kernels.height} kernel rows to {out}")
+    if fmt is Format.json:
+        emit_json(result.to_dict())
+    else:
+        print_detect(result)
+
+
+def print_detect(result: Any) -> None:
+    """The human form of :class:`traceql.labelling.DetectResult`."""
+    how = {"baseline": "paired: against the isolated baseline",
+           "detector": "single trace: SlowdownDetector (no baseline given)"}.get(result.mode, "none: no GPU kernels")
+    console.print(f"[bold]Slowdown detection[/bold] — labels {how}")
+    if result.match_rate is not None:
+        console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
+    ranks = table("Per rank", ("run_id", "rank", "comm/comp overlap", "compute", "comm", "memory", "idle", "span",
+                               "cases", "time lost"), left={"run_id"})
+    for r in result.ranks.iter_rows(named=True):
+        pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
+        ranks.add_row(r["run_id"], str(r["rank"]), pct, ms(r["compute_ns"]), ms(r["comm_ns"]), ms(r["memory_ns"]),
+                      ms(r["idle_ns"]), ms(r["span_ns"]), f"{r['cases']:,}", ms(r["time_lost_ns"]))
+    console.print(ranks)
+    totals = result.to_dict()["totals"]
+    console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
+                  f"kernels; time lost {ms(totals['time_lost_ns'])}")
+    if result.top_signatures.is_empty():
+        console.print("No slowdown cases.")
+        return
+    top = table("Top slowed signatures (by time lost)", ("kernel", "grid / block", "cases", "of", "median ratio",
+                                                          "time lost", "next to"),
+                left={"kernel", "grid / block", "next to"})
+    for t in result.top_signatures.iter_rows(named=True):
+        shape = t["signature"][len(t["short_name"]):].strip()
+        top.add_row(short(t["short_name"], 60), shape, f"{t['cases']:,}", f"{t['instances']:,}",
+                    f"{t['median_ratio']:.2f}x", ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
+    console.print(top)

@@ -1,0 +1,72 @@
+"""`traceql info`: versions, GPUs, ranks, capture span, kernel counts, top kernels and collectives."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, short, table
+
+
+@guarded
+def info(
+    files: Files = None,
+    fmt: FormatOption = Format.table,
+    top: Annotated[int, typer.Option(help="how many kernels to list by GPU time", min=1)] = 10,
+) -> None:
+    """Versions, GPUs, ranks, capture span, kernel counts, top kernels and collectives of a trace."""
+    from traceql.commands.info import info as run_info
+
+    summary = run_info(files or None, top=top)
+    if fmt is Format.json:
+        emit_json(summary)
+    else:
+        print_info(summary)
+
+
+def print_info(info: dict[str, Any]) -> None:
+    """The human form of :func:`traceql.commands.info.trace_info`."""
+    runs = table("Runs", ("run_id", "path", "tool", "schema", "ranks"),
+                 left={"run_id", "path", "tool", "schema", "ranks"})
+    for r in info["runs"]:
+        runs.add_row(r["run_id"], r["path"], f"{r['source']} {r['tool_version'] or '?'}",
+                     r["schema_version"] or "?", ",".join(map(str, r["ranks"])))
+    console.print(runs)
+
+    ranks = table("Ranks and GPUs", ("run_id", "rank", "pid", "rank from", "devices", "GPU", "capture span",
+                                     "kernels"), left={"run_id", "rank from", "devices", "GPU"})
+    gpu_names = {(g["run_id"], g["device"]): g["name"] or "unknown (no TARGET_INFO_GPU)" for g in info["gpus"]}
+    for r in info["ranks"]:
+        devs = r["devices"] or []
+        names = sorted({gpu_names.get((r["run_id"], d), "?") for d in devs})
+        ranks.add_row(r["run_id"], str(r["rank"]), str(r["pid"]), r["rank_from"], ",".join(map(str, devs)),
+                      ", ".join(names), ms(r["span_ns"]), f"{r['kernels']:,}")
+    console.print(ranks)
+
+    k = info["kernels"]
+    if not k["total"]:
+        console.print("[bold]Kernels[/bold]: none — no GPU activity in these traces (a run on CPU?)")
+        return
+    kinds = ", ".join(f"{name} {n:,}" for name, n in k["by_kind"].items())
+    devices = ", ".join(f"device {d}: {n:,}" for d, n in k["by_device"].items())
+    console.print(f"[bold]Kernels[/bold]: {k['total']:,} ({kinds}); {devices}; GPU time {ms(k['total_ns'])}")
+    m = info["memcpy"]
+    console.print(f"[bold]Memory operations[/bold]: {m['total']:,} "
+                  f"({', '.join(f'{n} {c:,}' for n, c in m['by_kind'].items()) or 'none'}); "
+                  f"[bold]NVTX ranges[/bold]: {info['nvtx']['total']:,}")
+
+    top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total", "mean", "% GPU time"),
+                left={"kernel", "kind"})
+    for t in info["top_kernels"]:
+        top.add_row(short(t["short_name"]), t["kind"], f"{t['count']:,}", ms(t["total_ns"]),
+                    ms(t["mean_ns"]), f"{t['pct']:.2f}")
+    console.print(top)
+
+    if not info["collectives"]:
+        console.print("[bold]Collectives[/bold]: none (no NCCL/RCCL/HCCL kernels in this trace)")
+        return
+    coll = table("Collectives (communication kernels)", ("collective", "count", "total"), left={"collective"})
+    for c in info["collectives"]:
+        coll.add_row(c["collective"] or "(unnamed)", f"{c['count']:,}", ms(c["total_ns"]))
+    console.print(coll)

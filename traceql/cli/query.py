@@ -1,0 +1,44 @@
+"""`traceql query`: SQL over the normalized relations, shown as a table or written as csv/json/parquet."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceql.cli.common import guarded, note, print_frame
+from traceql.errors import TraceqlError
+
+
+class FrameFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+@guarded
+def query(
+    args: Annotated[list[str], typer.Argument(metavar="[FILE]... SQL", help="trace files, then the SQL")],
+    fmt: Annotated[FrameFormat, typer.Option("--format", "-f", help="table, csv, json or parquet")] = FrameFormat.table,
+    out: Annotated[Path | None, typer.Option("--output", "-o", help="write the result to this file")] = None,
+    limit: Annotated[int, typer.Option(help="rows shown in table format", min=1)] = 50,
+) -> None:
+    """Run SQL over the normalized relations: runs, ranks, kernels, memcpy, nvtx, gpus."""
+    from traceql.commands.query import run_query
+    from traceql.export.files import frame_bytes, write_frame
+
+    if out is None and fmt is FrameFormat.parquet:
+        raise TraceqlError("parquet is binary: give --output PATH")
+    *paths, sql = args
+    df = run_query([Path(p) for p in paths], sql)
+    if out is not None:
+        write_frame(df, out, "parquet" if fmt is FrameFormat.table else fmt.value)
+        note(f"wrote {df.height} rows to {out}")
+    elif fmt is FrameFormat.table:
+        print_frame(df, limit=limit)
+    else:
+        sys.stdout.buffer.write(frame_bytes(df, fmt.value))

@@ -1,0 +1,39 @@
+"""User options that need more than a type: checked here, once, for every command that takes them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from traceql.errors import OptionError
+
+
+def threshold(value: float) -> float:
+    """A slowdown ratio: above 1.0."""
+    if not value > 1.0:
+        raise OptionError(f"--threshold must be above 1.0 (a slowdown ratio), got {value}")
+    return value
+
+
+def overrides(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as a dict; values are JSON where they parse as JSON, else strings."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise OptionError(f"--set {item!r}: expected KEY=VALUE, e.g. --set cap_size=2")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def ranks(text: str | None) -> list[int] | None:
+    """``--ranks 0,2`` as a list of rank numbers; None (all ranks) when not given."""
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise OptionError(f"--ranks {text!r}: expected rank numbers such as 0 or 0,2") from None

@@ -1,0 +1,133 @@
+"""`traceql dataset build`: collect a sweep of configurations (and the isolated runs they need), label them.
+
+SWEEP.json::
+
+    {"inputs": ["datasets/examples/gpt2"],            input folders (relative to the sweep file)
+     "grid": {"cap_size": [2, 25], "batchsize": [8, 16]},   local_config values to combine
+     "profiler": "nsys",                              the timeline profiler: nsys or torch
+     "metrics": false,                                also an ncu collection per configuration (rank 0)
+     "steps": 5, "timeout": 1800, "device": "auto"}
+
+Every run lands in DIR/runs/<name>; a run that finished is reused, so an interrupted build resumes where it
+stopped. Each configuration's isolated run (world_size 1, same shapes) is collected once and shared.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceql.dataset.store import Dataset, Outcome, remove_tree
+from traceql.errors import InputError, TraceqlError
+
+SWEEP_KEYS = {"inputs", "grid", "profiler", "metrics", "steps", "timeout", "device"}
+GRID_KEYS = {"world_size", "cap_size", "epochs", "batchsize"}
+NOT_SHAPE = {"world_size", "cap_size"}  # keys an isolated run does not depend on
+
+
+@dataclass
+class Sweep:
+    inputs: list[Path]
+    grid: dict[str, list[Any]]
+    profiler: str = "nsys"
+    metrics: bool = False
+    steps: int = 5
+    timeout: float | None = 1800
+    device: str = "auto"
+    configs: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    path = Path(path)
+    try:
+        spec = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg} at line {exc.lineno})", path=str(path)) from None
+    if not isinstance(spec, dict) or "inputs" not in spec:
+        raise InputError('a sweep is a JSON object with "inputs" (and "grid", "profiler", ...)', path=str(path))
+    unknown = set(spec) - SWEEP_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SWEEP_KEYS))}",
+                         path=str(path))
+    grid = spec.get("grid", {})
+    bad = set(grid) - GRID_KEYS
+    if bad or not all(isinstance(v, list) and v for v in grid.values()):
+        raise InputError(f"grid: keys must be among {', '.join(sorted(GRID_KEYS))}, each with a non-empty list",
+                         path=str(path))
+    if spec.get("profiler", "nsys") not in ("nsys", "torch"):
+        raise InputError("profiler: nsys or torch (the timeline the labels come from)", path=str(path))
+    sweep = Sweep([(path.parent / p).resolve() for p in spec["inputs"]], grid,
+                  spec.get("profiler", "nsys"), bool(spec.get("metrics", False)), int(spec.get("steps", 5)),
+                  spec.get("timeout", 1800), spec.get("device", "auto"))
+    keys = sorted(grid)
+    for folder in sweep.inputs:
+        for values in itertools.product(*(grid[k] for k in keys)):
+            sweep.configs.append((folder, dict(zip(keys, values, strict=True))))
+    return sweep
+
+
+def _label(overrides: dict[str, Any]) -> str:
+    return "_".join(f"{k}{v}" for k, v in sorted(overrides.items())) or "default"
+
+
+def _collect(sweep: Sweep, folder: Path, overrides: dict[str, Any], run: Path, profiler: str,
+             ranks: list[int] | None = None) -> Path:
+    """Collect into ``run`` unless a finished collection is there already (then reuse it)."""
+    from collectors import manifest
+    from collectors.launch import LaunchOptions
+    from collectors.profilers import ProfilerOptions
+    from traceql.collecting import collect_errors, run_collection
+
+    done = manifest.read(run)
+    if done is not None and done.get("status") == "complete":
+        return run
+    if run.exists():
+        remove_tree(run)  # an interrupted or failed attempt: start it again
+    with collect_errors():
+        opts = ProfilerOptions(name=profiler, steps=sweep.steps)
+    run_collection(folder, opts, out=run, overrides=overrides,
+                   launch=LaunchOptions(timeout=sweep.timeout, device=sweep.device, profile_ranks=ranks))
+    return run
+
+
+def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False,
+          progress: Callable[[str, int, int], None] | None = None) -> list[Outcome]:
+    """Collect and label every configuration of a sweep into the dataset at ``root``."""
+    sweep = load_sweep(sweep_path)
+    ds = Dataset(root)
+    runs = Path(root) / "runs"
+    outcomes: list[Outcome] = []
+    pickers: dict[Path, Any] = {}
+    for i, (folder, overrides) in enumerate(sweep.configs):
+        name = f"{folder.name}-{_label(overrides)}"
+        if progress:
+            progress(name, i, len(sweep.configs))
+        if ds.has(name):
+            outcomes.append(Outcome(name, "skipped", message="already in the dataset"))
+            continue
+        try:
+            run = _collect(sweep, folder, overrides, runs / name, sweep.profiler)
+            shape = {k: v for k, v in overrides.items() if k not in NOT_SHAPE}
+            iso = _collect(sweep, folder, {**shape, "world_size": 1}, runs / f"{folder.name}-isolated-{_label(shape)}",
+                           sweep.profiler)
+            metrics = [_collect(sweep, folder, overrides, runs / f"{name}-ncu", "ncu", [0])] if sweep.metrics else None
+            if collect_only:
+                outcomes.append(Outcome(name, "collected", message=f"{run} (label it by running build again)"))
+                continue
+            from traceql.dataset.add import BaselinePicker, add_one  # the analysis stack, only to label
+            from traceql.labelling import read_metrics
+
+            picker = pickers.setdefault(iso, BaselinePicker([iso]))  # each isolated run is read once
+            outcomes.append(add_one(ds, run, picker, entry_id=name,
+                                    metrics=read_metrics(metrics) if metrics else None))
+        except TraceqlError as exc:
+            outcomes.append(Outcome(name, "failed", message=str(exc)))
+    if progress:
+        progress("done", len(sweep.configs), len(sweep.configs))
+    return outcomes

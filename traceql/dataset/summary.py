@@ -1,0 +1,29 @@
+"""`dataset summary`: cases, time lost and the slowdown ratio distribution per model and configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from traceql.dataset.store import Dataset
+
+
+def summary(root: str | Path) -> pl.DataFrame:
+    """Per model and configuration: entries, kernel rows, cases, time lost, slowdown ratio distribution."""
+    ds = Dataset(root)
+    rows = ds.scan()
+    case = pl.col("is_slowdown")
+    ratio = pl.col("slowdown_ratio").filter(case)
+    return (
+        rows.group_by("model", "config")
+        .agg(pl.col("entry_id").n_unique().alias("entries"), pl.len().alias("rows"),
+             case.sum().cast(pl.Int64).alias("cases"),
+             (case.mean() * 100).round(2).alias("case_pct"),
+             ((pl.col("duration_ns") - pl.col("baseline_ns")).filter(case).sum() / 1e6).round(3)
+             .alias("time_lost_ms"),
+             ratio.median().round(3).alias("ratio_median"), ratio.quantile(0.9).round(3).alias("ratio_p90"),
+             ratio.max().round(3).alias("ratio_max"))
+        .sort("model", "config")
+        .collect()
+    )

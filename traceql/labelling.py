@@ -1,0 +1,181 @@
+"""The labelling pipeline that `detect` and `dataset add` share: a timeline (a trace's kernels, memory
+operations and annotations) and, when given, an isolated baseline → every compute kernel labelled, the
+per-rank summary and the slowed signatures.
+
+Each input is read once (:func:`read_timeline`, :func:`read_baseline`); :func:`label` only computes. Steps
+return their warnings instead of writing them anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzers.baselines.isolated import isolated_baseline, match_rate
+from analyzers.breakdown import rank_breakdown
+from analyzers.cases import rank_cases, top_signatures
+from analyzers.compat import hta_view
+from analyzers.detection.detector import SlowdownDetector
+from analyzers.detection.features import FEATURES, feature_table
+from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
+from analyzers.metrics import curated_columns, join_metrics
+from analyzers.overlap import comm_overlap
+from traceql.errors import InputError
+from traceql.model import schema
+from traceql.model.names import with_signature
+from traceql.sources import inputs
+from traceql.sources.ncu import read_ncu
+from traceql.trace import read_trace
+
+LOW_MATCH = 0.5
+LOW_METRICS_MATCH = 0.9
+
+
+@dataclass
+class DetectResult:
+    """What `detect` found: per-rank summary, top slowed signatures, one row per compute kernel."""
+
+    ranks: pl.DataFrame
+    top_signatures: pl.DataFrame
+    kernels: pl.DataFrame
+    mode: str
+    match_rate: float | None = None
+    notes: list[str] = field(default_factory=list)
+    metrics_match_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "baseline_match_rate": None if self.match_rate is None else round(self.match_rate, 4),
+            "metrics_match_rate": None if self.metrics_match_rate is None else round(self.metrics_match_rate, 4),
+            "ranks": self.ranks.to_dicts(),
+            "top_signatures": self.top_signatures.to_dicts(),
+            "totals": {
+                "compute_kernels": self.kernels.height,
+                "cases": int(self.kernels["is_slowdown"].sum()),
+                "time_lost_ns": int(self.ranks["time_lost_ns"].sum()) if self.ranks.height else 0,
+            },
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class Timeline:
+    """A trace's GPU timeline, read once: kernels (with ``signature``), memory operations, annotations."""
+
+    path: Path
+    kernels: pl.DataFrame
+    memops: pl.DataFrame
+    nvtx: pl.DataFrame
+    ranks: pl.DataFrame
+    has_metrics: bool  # the input held Nsight Compute metrics (which are not a timeline)
+
+    def signatures(self) -> pl.Series:
+        return self.kernels.filter(pl.col("kind") == "compute")["signature"]
+
+
+@dataclass
+class Baseline:
+    """An isolated run, read once: ``signature → baseline_ns`` and what is wrong with it, if anything."""
+
+    path: Path
+    medians: pl.DataFrame
+    notes: list[str]
+
+
+def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
+    """Read the timeline of a trace (files or folders; the embedded example when None)."""
+    with read_trace(paths) as trace:
+        return Timeline(trace.paths[0], with_signature(trace.kernels), trace.memcpy, trace.nvtx, trace.ranks,
+                        not trace.relation("kernel_metrics").is_empty())
+
+
+def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
+    """Read an isolated run's signature medians; a note when it holds communication (not isolated)."""
+    with read_trace(paths) as iso:
+        kernels = iso.kernels
+        path = iso.paths[0]
+    comm = kernels.filter(pl.col("kind") == "comm").height
+    notes = [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
+             "(record it on one GPU without DDP/NCCL)"] if comm else []
+    return Baseline(path, isolated_baseline(with_signature(kernels)), notes)
+
+
+def read_metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
+    """Nsight Compute launch metrics (with ``signature``) from ncu CSVs; InputError for anything else."""
+    files = inputs.resolve(list(paths))
+    for f in files:
+        if f.fmt != "ncu-csv":
+            raise InputError("not an Nsight Compute CSV (give ncu --csv --page raw|details output)", path=str(f.path))
+    return with_signature(pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed"))
+
+
+def _no_kernels(timeline: Timeline) -> DetectResult:
+    """A trace with no compute kernels: an ncu-only input is an error, a CPU run is an empty result."""
+    if timeline.has_metrics:
+        raise InputError("Nsight Compute metrics are not a timeline: give them as detect TRACE --metrics PATH",
+                         path=str(timeline.path))
+    zeros = [pl.lit(0 if t == pl.Int64 else None, dtype=t).alias(c) for c, t in schema.RANK_SUMMARY.items()]
+    return DetectResult(ranks=timeline.ranks.select("run_id", "rank", *zeros),
+                        top_signatures=schema.empty(schema.TOP_SIGNATURES), kernels=schema.empty(schema.CASES),
+                        mode="none", notes=["no GPU kernels in this trace (a run on CPU?): nothing to label"])
+
+
+def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """Compute kernels with overlap, features and the detector's score (the detector fitted on them)."""
+    features = feature_table(comm_overlap(kernels))
+    if features.is_empty():
+        return features.with_columns(pl.lit(None, pl.Float64).alias("score"))
+    model.fit(features.select(FEATURES).to_numpy())
+    return with_scores(features, model)
+
+
+def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
+    rate = match_rate(scored, baseline.medians)
+    notes = list(baseline.notes)
+    if rate < LOW_MATCH:
+        notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
+                     "was the baseline run with the same model and shapes?")
+    return paired_labels(scored, baseline.medians, threshold), rate, notes
+
+
+def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFrame, float, list[str]]:
+    joined, rate = join_metrics(labelled, ncu)
+    notes = [] if rate >= LOW_METRICS_MATCH else [
+        f"warning: only {rate:.1%} of the profiled ncu launches match a kernel of the trace "
+        "(same kernel name, grid, block and launch order): is it a profile of the same workload?"]
+    return joined.select(*schema.CASES, *curated_columns(ncu), "ncu_match"), rate, notes
+
+
+def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: float = PAIRED_FACTOR,
+          top: int = 10, detector: SlowdownDetector | None = None, hta_compat: bool = False,
+          metrics: pl.DataFrame | None = None) -> DetectResult:
+    """Label every compute kernel of ``timeline``: against ``baseline`` when given, else by the detector."""
+    kernels = timeline.kernels
+    if kernels.filter(pl.col("kind") == "compute").is_empty():
+        return _no_kernels(timeline)
+    notes = [] if kernels.filter(pl.col("kind") == "comm").height else [
+        "no communication kernels in this trace: nothing overlaps, so no slowdown cases"]
+    model = detector if detector is not None else SlowdownDetector(threshold=threshold)
+    scored = _scored(kernels, model)
+    rate = metrics_rate = None
+    if baseline is not None:
+        labelled, rate, more = _paired(scored, baseline, threshold)
+        notes += more
+    else:
+        labelled = detector_labels(scored, model) if scored.height else scored
+    out = labelled.select(*schema.CASES)
+    if metrics is not None:
+        out, metrics_rate, more = _with_metrics(labelled, metrics)
+        notes += more
+    view = hta_view(kernels, timeline.memops, timeline.nvtx) if hta_compat else (kernels, timeline.memops)
+    ranks = rank_breakdown(*view).join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
+    ranks = ranks.with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0))
+    top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
+    mode = "baseline" if baseline is not None else "detector"
+    return DetectResult(ranks=ranks, top_signatures=top_frame, kernels=out, mode=mode, match_rate=rate, notes=notes,
+                        metrics_match_rate=metrics_rate)

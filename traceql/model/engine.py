@@ -1,0 +1,69 @@
+"""The DuckDB connection every trace lives in (SQLite scanner loaded offline), and the one way to put a
+polars frame into it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from traceql.errors import TraceqlError
+from traceql.model import schema
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def _extension_directory() -> str:
+    try:
+        import duckdb_ext  # shipped by the duckdb-ext-sqlite package
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise TraceqlError(
+            "the duckdb-ext-sqlite package is missing: reinstall traceql (pip install -e .)"
+        ) from exc
+    return str(Path(next(iter(duckdb_ext.__path__))) / "extensions")
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB connection able to ATTACH SQLite files, with no network access."""
+    con = duckdb.connect(
+        config={
+            "extension_directory": _extension_directory(),
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        }
+    )
+    try:
+        con.execute("LOAD sqlite_scanner")
+    except duckdb.Error as exc:
+        raise TraceqlError(
+            f"cannot load DuckDB's sqlite extension ({exc}); "
+            f"duckdb {duckdb.__version__} needs the matching duckdb-ext-sqlite package"
+        ) from exc
+    return con
+
+
+def create_relations(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the model's empty tables in ``con``; sources then insert into them."""
+    for name in schema.RELATIONS:
+        con.execute(schema.ddl(name))
+
+
+def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *, select: str = "*",
+                 replace: bool = False) -> None:
+    """Insert ``df`` into ``table`` (``select`` is the SQL projection over the frame, named ``_frame``);
+    with ``replace``, the table is created anew from it instead."""
+    con.register("_frame", df.to_arrow())
+    try:
+        if replace:
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT {select} FROM _frame")
+        else:
+            con.execute(f"INSERT INTO {table} SELECT {select} FROM _frame")
+    finally:
+        con.unregister("_frame")
+
+
+def sql_literal(text: str) -> str:
+    """Quote a string as a SQL literal (for statements such as ATTACH that take no parameters)."""
+    return "'" + text.replace("'", "''") + "'"

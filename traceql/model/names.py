@@ -1,0 +1,73 @@
+"""Kernel names: communication kernels and their collectives, short names, and the kernel signature.
+
+A kernel's *signature* is its short name + grid + block (``Kernel2 g256x1x1 b256x1x1``): a coarse grouping
+whose durations are compared (the isolated and within-trace baselines).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
+    import polars as pl
+
+# Communication kernels of NCCL, RCCL and HCCL, old (ncclKernel_*) and new (ncclDevKernel_*,
+# ncclSymDevKernel_*) forms. Applied to the short name (nsys) or the name (Kineto).
+COMM_NAME_REGEX = r"^(void )?(nccl|rccl|hccl)[A-Za-z]*Kernel"
+# What a collective is called inside a comm kernel name: ncclDevKernel_AllReduce_Sum_f32_RING_LL,
+# ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_SendRecv(...).
+COLLECTIVE_REGEX = r"Kernel_([A-Za-z]+)"
+ALGO_REGEX = r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)(_|\(|$)"
+PROTO_REGEX = r"_(LL128|LL|SIMPLE)(_|\(|$)"
+SHAPE_COLUMNS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+SIGNATURE_COLUMNS = ["short_name", *SHAPE_COLUMNS]
+
+
+def kind_expr(name_col: str) -> str:
+    """SQL that classifies a kernel as ``comm`` or ``compute`` from its name column."""
+    return f"CASE WHEN regexp_matches({name_col}, '{COMM_NAME_REGEX}', 'i') THEN 'comm' ELSE 'compute' END"
+
+
+def collective_expr(name_col: str) -> str:
+    """SQL naming the collective of a comm kernel, e.g. ``AllReduce`` or ``AllReduce/RING/LL``."""
+    coll = f"regexp_extract({name_col}, '{COLLECTIVE_REGEX}', 1)"
+    algo = f"regexp_extract({name_col}, '{ALGO_REGEX}', 1)"
+    proto = f"regexp_extract({name_col}, '{PROTO_REGEX}', 1)"
+    return f"concat_ws('/', nullif({coll}, ''), nullif({algo}, ''), nullif({proto}, ''))"
+
+
+def short_name(name: str) -> str:
+    """A kernel's base name, as nsys shows it: no return type, namespaces, templates or arguments."""
+    text = name.replace("(anonymous namespace)", "anonymous").replace("<unnamed>", "anonymous")
+    depth, kept = 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(":
+                break  # the argument list
+            kept.append(ch)
+    base = "".join(kept).strip().split(" ")[-1].split("::")[-1]
+    return base or name
+
+
+def short_names(names: pl.Series, column: str = "name") -> pl.DataFrame:
+    """``column → short_name`` for the distinct names of a column (one Python call per distinct name)."""
+    import polars as pl
+
+    distinct = names.unique().drop_nulls()
+    return pl.DataFrame({column: distinct, "short_name": [short_name(n) for n in distinct]})
+
+
+def signature() -> pl.Expr:
+    """The kernel signature of a frame with the :data:`SIGNATURE_COLUMNS`."""
+    import polars as pl
+
+    return pl.format("{} g{}x{}x{} b{}x{}x{}", *SIGNATURE_COLUMNS).alias("signature")
+
+
+def with_signature(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` with its ``signature`` column."""
+    return kernels.with_columns(signature())

@@ -1,0 +1,96 @@
+"""Every relation of the normalized model and every result frame, declared once.
+
+All times are int64 nanoseconds. A *run* is one training job (one or several input files); a *rank* is one
+process of it. Each schema is an ordered ``column → polars dtype`` mapping; the DuckDB DDL of the model's
+tables is generated from it (:func:`ddl`), and result frames are conformed to it (:func:`conform`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+STR, I32, I64, F64, BOOL = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean
+
+_KERNEL_SHAPE = {"grid_x": I32, "grid_y": I32, "grid_z": I32, "block_x": I32, "block_y": I32, "block_z": I32}
+_ACTIVITY = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64,
+             "duration_ns": I64}
+
+RELATIONS: dict[str, dict[str, pl.DataType]] = {
+    "runs": {"run_id": STR, "source": STR, "path": STR, "tool_version": STR, "schema_version": STR,
+             "ranks": pl.List(I32), "file_bytes": I64},
+    "ranks": {"run_id": STR, "rank": I32, "path": STR, "pid": I64, "rank_from": STR},
+    "kernels": {**_ACTIVITY, "name": STR, "short_name": STR, **_KERNEL_SHAPE, "registers": I32, "shared_mem": I64,
+                "correlation_id": I64, "kind": STR, "collective": STR, "launch_ns": I64},
+    "memcpy": {**_ACTIVITY, "bytes": I64, "copy_kind": STR, "correlation_id": I64, "kind": STR, "launch_ns": I64},
+    "nvtx": {"run_id": STR, "rank": I32, "start_ns": I64, "end_ns": I64, "text": STR, "domain": STR},
+    "gpus": {"run_id": STR, "device": I32, "name": STR, "sm_count": I32, "memory_bytes": I64,
+             "memory_bandwidth": I64, "clock_hz": I64, "compute_capability": STR, "bus_location": STR},
+    # Nsight Compute: one row per profiled launch; every metric of the CSV follows these columns
+    "kernel_metrics": {"path": STR, "ncu_id": I64, "kernel_name": STR, "short_name": STR, **_KERNEL_SHAPE,
+                       "device": I32, "stream": I64, "launch_index": I64, "ncu_duration_ns": F64,
+                       "ncu_sm_throughput_pct": F64, "ncu_memory_throughput_pct": F64,
+                       "ncu_dram_throughput_pct": F64, "ncu_achieved_occupancy_pct": F64,
+                       "ncu_registers_per_thread": F64},
+    "kernel_metric_units": {"metric": STR, "unit": STR},
+}
+
+# The order every relation is read in: deterministic whatever order the engine inserted rows in.
+ORDER_BY: dict[str, str] = {
+    "runs": "run_id, path",
+    "ranks": "run_id, rank",
+    "kernels": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
+    "memcpy": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
+    "nvtx": "run_id, rank, start_ns, end_ns, text",
+    "gpus": "run_id, device",
+    "kernel_metrics": "path, ncu_id",
+    "kernel_metric_units": "metric",
+}
+
+# `detect`: one row per compute kernel (the --out columns) ...
+CASES: dict[str, pl.DataType] = {
+    "run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64, "duration_ns": I64,
+    "name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64, "concurrent_comm": STR,
+    "baseline_ns": F64, "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
+}
+# ... one row per rank (after run_id, rank) ...
+RANK_SUMMARY: dict[str, pl.DataType] = {
+    "span_ns": I64, "busy_ns": I64, "idle_ns": I64, "compute_ns": I64, "comm_ns": I64, "memory_ns": I64,
+    "non_compute_ns": I64, "comm_compute_overlap_ns": I64, "comm_comp_overlap_pct": F64,
+    "compute_kernels": I64, "cases": I64, "time_lost_ns": I64,
+}
+# ... and the slowed signatures by time lost.
+TOP_SIGNATURES: dict[str, pl.DataType] = {
+    "signature": STR, "short_name": STR, "cases": I64, "instances": I64, "median_ratio": F64,
+    "time_lost_ns": I64, "concurrent_comm": STR,
+}
+
+_DUCKDB = {STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN"}
+
+
+def _duckdb_type(dtype: pl.DataType) -> str:
+    if isinstance(dtype, pl.List):
+        return _duckdb_type(dtype.inner) + "[]"
+    return _DUCKDB[dtype]
+
+
+def ddl(name: str) -> str:
+    """``CREATE TABLE`` for one relation of the model."""
+    cols = ", ".join(f"{c} {_duckdb_type(t)}" for c, t in RELATIONS[name].items())
+    return f"CREATE TABLE {name} ({cols})"
+
+
+def columns(name: str) -> list[str]:
+    """The column names of one relation of the model, in order."""
+    return list(RELATIONS[name])
+
+
+def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A frame with no rows and the given schema."""
+    return pl.DataFrame(schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], *, extra: bool = False) -> pl.DataFrame:
+    """``df``'s columns of ``schema``, in its order and types; with ``extra``, its other columns follow."""
+    head = [pl.col(c).cast(t) for c, t in schema.items()]
+    rest = [c for c in df.columns if c not in schema] if extra else []
+    return df.select(*head, *rest)
