@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
 
-console = Console() if sys.stdout.isatty() else Console(width=160)
+# The terminal's width; off a terminal, COLUMNS if set, else 80: every table is laid out to fit 80 columns.
+console = Console()
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
@@ -95,29 +97,43 @@ def note(text: str) -> None:
 
 
 def ms(ns: int | float | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    """Nanoseconds as ``1,234.567 ms``."""
+    return "-" if ns is None else f"{num_ms(ns)} ms"
 
 
-def short(text: Any, width: int = 70) -> str:
-    s = "" if text is None else str(text)
-    return s if len(s) <= width else s[: width - 1] + "…"
+def num_ms(ns: int | float | None) -> str:
+    """Nanoseconds as milliseconds with three decimals, for columns whose header names the unit."""
+    return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
-def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = ()) -> Table:
-    """A rich table with these columns, right-aligned except those in ``left``."""
-    out = Table(title=title, title_justify="left")
+# A rule of ASCII dashes under the header and nothing else: two spaces between columns, one byte a
+# character (output read by other programs, or by tools that count bytes, stays within the width).
+PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+
+
+def _table(title: str | None) -> Table:
+    return Table(title=title, title_justify="left", title_style="bold", box=PLAIN, pad_edge=False,
+                 padding=(0, 1, 0, 0), show_edge=False)
+
+
+def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = (),
+          wrap: Collection[str] = ()) -> Table:
+    """A compact table with these columns, right-aligned except those in ``left``; the columns in ``wrap``
+    (names, paths) fold onto more lines where the width runs out, the others never wrap."""
+    out = _table(title)
     for col in columns:
-        out.add_column(col, justify="left" if col in left else "right")
+        out.add_column(col, justify="left" if col in left or col in wrap else "right",
+                       overflow="fold" if col in wrap else "ellipsis", no_wrap=col not in wrap)
     return out
 
 
 def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) -> Table:
-    """A rich table of the first ``limit`` rows of a frame."""
-    out = Table(title=title, title_justify="left", show_lines=False)
+    """A rich table of the first ``limit`` rows of a frame; text folds, numbers stay whole."""
+    out = _table(title)
     for col, dtype in zip(df.columns, df.dtypes, strict=True):
         out.add_column(col, justify="right" if dtype.is_numeric() else "left", overflow="fold")
     for row in df.head(limit).iter_rows():
-        out.add_row(*("" if v is None else short(v, 90) for v in row))
+        out.add_row(*("" if v is None else str(v) for v in row))
     return out
 
 

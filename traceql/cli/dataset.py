@@ -9,24 +9,39 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from traceql.cli.common import Format, FormatOption, console, emit_json, guarded, ms, print_frame, spinner, table
+from traceql.cli.common import Format, FormatOption, console, emit_json, guarded, num_ms, spinner, table
 
 app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True)
 
 
 def _finish(outcomes: list[Any]) -> None:
     """The closing table of `dataset add` / `dataset build`; exit 1 when an entry failed."""
-    done = table("Dataset", ("entry", "status", "rows", "cases", "time lost", "note"),
-                 left={"entry", "status", "note"})
-    for col in done.columns:
-        col.overflow = "fold"
+    done = table("Dataset", ("entry", "status", "rows", "cases", "lost ms", "note"), left={"status"},
+                 wrap={"entry", "note"})
+    failed = [o for o in outcomes if o.status == "failed"]
     for o in outcomes:
-        done.add_row(o.name, o.status, f"{o.rows:,}", f"{o.cases:,}", ms(o.time_lost_ns), o.message)
+        done.add_row(o.name, o.status, f"{o.rows:,}", f"{o.cases:,}", num_ms(o.time_lost_ns),
+                     "the error is below" if o in failed else o.message)
     console.print(done)
+    for o in failed:  # whole, on one line each: an error message is not to be folded into a cell
+        console.print(f"failed: {o.message}", soft_wrap=True, highlight=False, markup=False)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("added", "skipped", "collected", "failed")}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to do")
-    if any(o.status == "failed" for o in outcomes):
+    if failed:
         raise typer.Exit(1)
+
+
+def print_summary(df: Any) -> None:
+    """The human form of ``dataset summary``."""
+    out = table("Slowdown cases per model and configuration", ("model / config", "entries", "rows", "cases",
+                                                                "case %", "lost ms", "p50", "p90", "max"),
+                wrap={"model / config"})
+    for r in df.iter_rows(named=True):
+        ratios = (f"{r[c]:.2f}x" if r[c] is not None else "-" for c in ("ratio_median", "ratio_p90", "ratio_max"))
+        out.add_row(f"{r['model']} {r['config']}", f"{r['entries']:,}", f"{r['rows']:,}", f"{r['cases']:,}",
+                    f"{r['case_pct']:.2f}", f"{r['time_lost_ms']:,.3f}", *ratios)
+    console.print(out)
+    console.print("p50, p90, max: the slowdown ratio of the cases")
 
 
 @app.command("add")
@@ -84,4 +99,4 @@ def summary(
     if fmt is Format.json:
         emit_json(df.to_dicts())
     else:
-        print_frame(df)
+        print_summary(df)

@@ -7,7 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
-from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, note, short, spinner, table
+from traceql.cli.common import (
+    Files,
+    Format,
+    FormatOption,
+    console,
+    emit_json,
+    guarded,
+    ms,
+    note,
+    num_ms,
+    spinner,
+    table,
+)
 
 OUT_FORMATS = {".csv": "csv", ".json": "json"}  # by suffix; anything else is parquet
 
@@ -52,30 +64,32 @@ def detect(
 
 
 def print_detect(result: Any) -> None:
-    """The human form of :class:`traceql.labelling.DetectResult`."""
-    how = {"baseline": "paired: against the isolated baseline",
-           "detector": "single trace: SlowdownDetector (no baseline given)"}.get(result.mode, "none: no GPU kernels")
-    console.print(f"[bold]Slowdown detection[/bold] — labels {how}")
+    """The human form of :class:`traceql.labelling.DetectResult`, laid out for 80 columns."""
+    how = {"baseline": "paired labels, against the isolated baseline",
+           "detector": "single-trace labels, by SlowdownDetector (no baseline)"}.get(result.mode, "no GPU kernels")
+    console.print(f"[bold]Slowdown detection[/bold]: {how}")
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
-    ranks = table("Per rank", ("run_id", "rank", "comm/comp overlap", "compute", "comm", "memory", "idle", "span",
-                               "cases", "time lost"), left={"run_id"})
-    for r in result.ranks.iter_rows(named=True):
-        pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
-        ranks.add_row(r["run_id"], str(r["rank"]), pct, ms(r["compute_ns"]), ms(r["comm_ns"]), ms(r["memory_ns"]),
-                      ms(r["idle_ns"]), ms(r["span_ns"]), f"{r['cases']:,}", ms(r["time_lost_ns"]))
-    console.print(ranks)
+    for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
+        ranks = table(f"Per rank of {run_id} (times in ms)", ("rank", "overlap", "compute", "comm", "memory", "idle",
+                                                               "span", "cases", "time lost"))
+        for r in rows.iter_rows(named=True):
+            pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
+            ranks.add_row(str(r["rank"]), pct, *(num_ms(r[c]) for c in ("compute_ns", "comm_ns", "memory_ns",
+                                                                         "idle_ns", "span_ns")),
+                          f"{r['cases']:,}", num_ms(r["time_lost_ns"]))
+        console.print(ranks)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
                   f"kernels; time lost {ms(totals['time_lost_ns'])}")
     if result.top_signatures.is_empty():
         console.print("No slowdown cases.")
         return
-    top = table("Top slowed signatures (by time lost)", ("kernel", "grid / block", "cases", "of", "median ratio",
-                                                          "time lost", "next to"),
-                left={"kernel", "grid / block", "next to"})
+    top = table("Top slowed signatures (by time lost)", ("kernel, grid / block", "cases", "ratio", "lost ms",
+                                                          "next to"), wrap={"kernel, grid / block"})
     for t in result.top_signatures.iter_rows(named=True):
         shape = t["signature"][len(t["short_name"]):].strip()
-        top.add_row(short(t["short_name"], 60), shape, f"{t['cases']:,}", f"{t['instances']:,}",
-                    f"{t['median_ratio']:.2f}x", ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
+        top.add_row(f"{t['short_name']}\n  {shape}", f"{t['cases']:,}/{t['instances']:,}",
+                    f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
     console.print(top)
+    console.print("cases: slowed / all instances of the signature; ratio: median slowdown of the cases")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, short, table
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, table
 
 
 @guarded
@@ -27,21 +27,21 @@ def info(
 
 def print_info(info: dict[str, Any]) -> None:
     """The human form of :func:`traceql.commands.info.trace_info`."""
-    runs = table("Runs", ("run_id", "path", "tool", "schema", "ranks"),
-                 left={"run_id", "path", "tool", "schema", "ranks"})
+    runs = table("Runs", ("run_id", "path", "tool", "schema", "ranks"), left={"tool", "schema", "ranks"},
+                 wrap={"run_id", "path"})
     for r in info["runs"]:
         runs.add_row(r["run_id"], r["path"], f"{r['source']} {r['tool_version'] or '?'}",
                      r["schema_version"] or "?", ",".join(map(str, r["ranks"])))
     console.print(runs)
 
-    ranks = table("Ranks and GPUs", ("run_id", "rank", "pid", "rank from", "devices", "GPU", "capture span",
-                                     "kernels"), left={"run_id", "rank from", "devices", "GPU"})
+    ranks = table("Ranks and GPUs", ("run_id", "rank", "pid", "rank from", "devices", "GPU", "span ms",
+                                     "kernels"), left={"rank from", "devices"}, wrap={"run_id", "GPU"})
     gpu_names = {(g["run_id"], g["device"]): g["name"] or "unknown (no TARGET_INFO_GPU)" for g in info["gpus"]}
     for r in info["ranks"]:
         devs = r["devices"] or []
         names = sorted({gpu_names.get((r["run_id"], d), "?") for d in devs})
         ranks.add_row(r["run_id"], str(r["rank"]), str(r["pid"]), r["rank_from"], ",".join(map(str, devs)),
-                      ", ".join(names), ms(r["span_ns"]), f"{r['kernels']:,}")
+                      ", ".join(names), num_ms(r["span_ns"]), f"{r['kernels']:,}")
     console.print(ranks)
 
     k = info["kernels"]
@@ -56,17 +56,17 @@ def print_info(info: dict[str, Any]) -> None:
                   f"({', '.join(f'{n} {c:,}' for n, c in m['by_kind'].items()) or 'none'}); "
                   f"[bold]NVTX ranges[/bold]: {info['nvtx']['total']:,}")
 
-    top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total", "mean", "% GPU time"),
-                left={"kernel", "kind"})
+    top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total ms", "mean ms", "% time"),
+                left={"kind"}, wrap={"kernel"})
     for t in info["top_kernels"]:
-        top.add_row(short(t["short_name"]), t["kind"], f"{t['count']:,}", ms(t["total_ns"]),
-                    ms(t["mean_ns"]), f"{t['pct']:.2f}")
+        top.add_row(t["short_name"], t["kind"], f"{t['count']:,}", num_ms(t["total_ns"]), num_ms(t["mean_ns"]),
+                    f"{t['pct']:.2f}")
     console.print(top)
 
     if not info["collectives"]:
         console.print("[bold]Collectives[/bold]: none (no NCCL/RCCL/HCCL kernels in this trace)")
         return
-    coll = table("Collectives (communication kernels)", ("collective", "count", "total"), left={"collective"})
+    coll = table("Collectives (communication kernels)", ("collective", "count", "total ms"), wrap={"collective"})
     for c in info["collectives"]:
-        coll.add_row(c["collective"] or "(unnamed)", f"{c['count']:,}", ms(c["total_ns"]))
+        coll.add_row(c["collective"] or "(unnamed)", f"{c['count']:,}", num_ms(c["total_ns"]))
     console.print(coll)
