@@ -35,6 +35,23 @@ def load_module(path: Path, name: str = "define_model") -> Any:
     return module
 
 
+@contextmanager
+def communication_off(model: Any):  # noqa: ANN201 - a context manager
+    """A DDP model's forward and backward with no communication: ``no_sync()`` (no gradient all-reduce) and
+    no buffer broadcast in its forward; DDP's own flag is restored after, so the next step syncs as usual.
+    Anything else runs as it is."""
+    if not hasattr(model, "no_sync"):
+        yield
+        return
+    saved = model.require_forward_param_sync
+    model.require_forward_param_sync = False  # DDP broadcasts buffers in forward only when it is set
+    try:
+        with model.no_sync():
+            yield
+    finally:
+        model.require_forward_param_sync = saved
+
+
 def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     import torch
 
@@ -46,9 +63,15 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     window = Window(args, rank, use_cuda, spe)
     result["window"] = {"epoch": window.epoch, "start": window.start, "steps": window.count, "steps_per_epoch": spe,
-                        "profiled": window.profiled}
+                        "profiled": window.profiled, "isolated_before": sorted(window.isolated_at)}
+    if window.isolated_at and world > 1 and not hasattr(model, "no_sync"):
+        result["note"] = "isolated steps ran with communication on: the model has no no_sync() (not DDP)"
     for epoch in range(args.epochs):
         for index, (inputs, _labels) in enumerate(loader):  # the contract: (inputs, labels) pairs
+            if window.isolated_before(epoch, index):
+                with window.isolated(epoch, index), communication_off(model):
+                    mod.backward_pass(mod.forward_pass(model, inputs))
+                    opt.zero_grad(set_to_none=True)  # the gradients are dropped: no optimizer step
             with window.step(epoch, index):
                 out = mod.forward_pass(model, inputs)
                 mod.backward_pass(out)
@@ -107,6 +130,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--profile-ranks", type=lambda s: [int(x) for x in s.split(",") if x], default=[0])
     ap.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     ap.add_argument("--window-steps", type=int, default=5)
+    ap.add_argument("--isolated-steps", type=int, default=0)
     ap.add_argument("--epochs", type=int, required=True)
     ap.add_argument("--batchsize", type=int, required=True)
     ap.add_argument("--cap-size", type=float, required=True)

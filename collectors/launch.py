@@ -56,8 +56,24 @@ def _run_dir(spec: InputSpec, opts: ProfilerOptions, out: Path | None, shared: b
     return run
 
 
+def _check_options(opts: ProfilerOptions, lopts: LaunchOptions, world: int) -> tuple[list[int], int]:
+    """The ranks to profile and the isolated steps to run, once the options are known to fit the run."""
+    if world % lopts.nnodes:
+        raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
+    if lopts.nnodes > 1 and not lopts.rdzv_endpoint and lopts.launcher == "torchrun":
+        raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    profile_ranks = sorted(set(lopts.profile_ranks if lopts.profile_ranks is not None else range(world)))
+    if any(r < 0 or r >= world for r in profile_ranks):
+        raise CollectError(f"--ranks {profile_ranks} outside 0..{world - 1} (world_size {world})")
+    isolated = opts.isolated_for(world)
+    if isolated > opts.isolated_slots():
+        raise CollectError(f"--isolated-steps {isolated}: each runs before a window step the profiler records, "
+                           f"but its first; this window has {opts.isolated_slots()} (more with --steps)")
+    return profile_ranks, isolated
+
+
 def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: LaunchOptions, python: str,
-                    profile_ranks: list[int]) -> list[str]:
+                    profile_ranks: list[int], isolated: int) -> list[str]:
     local = spec.local
     torch_args = [f"--torch-{k}={getattr(opts, 'torch_' + k.replace('-', '_'))}"
                   for k in ("wait", "warmup", "active", "repeat", "skip-first")]
@@ -66,7 +82,8 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
         driver = [python, str(spec.train_script.resolve())]
     return [*driver, "--input", str(spec.folder.resolve()), "--run", str(run.resolve()),
             "--run-name", run.name, "--profiler", opts.name, "--profile-ranks", ",".join(map(str, profile_ranks)),
-            "--device", lopts.device, "--window-steps", str(opts.window_steps), "--epochs", str(local["epochs"]),
+            "--device", lopts.device, "--window-steps", str(opts.window_steps), "--isolated-steps", str(isolated),
+            "--epochs", str(local["epochs"]),
             "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args]
 
 
@@ -114,13 +131,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     lopts = launch or LaunchOptions()
     spec = load_input(input_dir, overrides)
     world = spec.local["world_size"]
-    if world % lopts.nnodes:
-        raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
-    if lopts.nnodes > 1 and not lopts.rdzv_endpoint and lopts.launcher == "torchrun":
-        raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
-    profile_ranks = sorted(set(lopts.profile_ranks if lopts.profile_ranks is not None else range(world)))
-    if any(r < 0 or r >= world for r in profile_ranks):
-        raise CollectError(f"--ranks {profile_ranks} outside 0..{world - 1} (world_size {world})")
+    profile_ranks, isolated = _check_options(opts, lopts, world)
     env = {**os.environ, **lopts.env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT,
                                                                                   os.environ.get("PYTHONPATH")]))}
     if spec.global_.get("cuda_visible_devices"):
@@ -142,7 +153,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
                            stage="environment")
     run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
     lopts.device = device
-    command = _driver_command(spec, run, opts, lopts, python, profile_ranks)
+    command = _driver_command(spec, run, opts, lopts, python, profile_ranks, isolated)
     launch_spec = {"run": str(run.resolve()), "run_name": run.name, "profiler": opts.to_dict(),
                    "binary": str(binary) if binary else None, "profile_ranks": profile_ranks, "command": command,
                    "env": {"TRACEQL_RUN_DIR": str(run.resolve()), "TRACEQL_PROFILER": opts.name,
@@ -151,7 +162,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     launch_json = write_json(run / "launch.json", launch_spec)
     base = {"input": {"path": str(spec.folder.resolve()), "local_config": spec.local, "global_config": spec.global_,
                       "train_script": spec.train_script is not None},
-            "profiler": {**opts.to_dict(), "binary": str(binary) if binary else None,
+            "profiler": {**opts.to_dict(), "isolated_steps": isolated, "binary": str(binary) if binary else None,
                          "version": tool_version(binary) if binary else None},
             "launcher": {"kind": lopts.launcher, "nnodes": lopts.nnodes, "node_rank": lopts.node_rank,
                          "rdzv_endpoint": lopts.rdzv_endpoint},

@@ -13,6 +13,7 @@ from collectors.errors import CollectError
 from collectors.files import atomic_path
 
 PROFILERS = ("none", "nsys", "ncu", "torch")
+ISOLATED_DEFAULT = 3
 
 
 @dataclass
@@ -21,6 +22,7 @@ class ProfilerOptions:
 
     name: str = "none"
     steps: int = 5
+    isolated_steps: int | None = None  # None: ISOLATED_DEFAULT for profiled multi-rank runs, else 0
     nsys_trace: str = "cuda,nvtx"
     nsys_args: str = "-s none --cpuctxsw none"
     ncu_kernel: str | None = None
@@ -39,6 +41,19 @@ class ProfilerOptions:
             raise CollectError(f"unknown profiler {self.name!r}; choose one of {', '.join(PROFILERS)}")
         if self.steps < 1:
             raise CollectError(f"--steps must be at least 1, got {self.steps}")
+        if self.isolated_steps is not None and self.isolated_steps < 0:
+            raise CollectError(f"--isolated-steps must be 0 or more, got {self.isolated_steps}")
+
+    def isolated_for(self, world_size: int) -> int:
+        """Isolated steps to run: as asked, else ISOLATED_DEFAULT when a timeline profiler records several
+        ranks (the in-run reference that labels them), else none."""
+        if self.isolated_steps is not None:
+            return self.isolated_steps
+        return ISOLATED_DEFAULT if self.name in ("nsys", "torch") and world_size > 1 else 0
+
+    def isolated_slots(self) -> int:
+        """How many window steps an isolated step can precede (see ``collectors.window``)."""
+        return min(self.torch_active, self.window_steps) if self.name == "torch" else self.steps - 1
 
     @property
     def window_steps(self) -> int:

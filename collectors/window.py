@@ -2,7 +2,13 @@
 
 The window is ``window_steps`` steps in the middle of the last epoch. nsys and ncu see it between
 cudaProfilerStart/Stop; torch.profiler runs its schedule over it. Each step of the window is an NVTX range
-``step_<i>`` (steps outside it: ``epoch<e>_step_<i>``).
+``step_<i>`` (steps outside it: ``epoch<e>_step_<i>``), also a ``record_function`` range of that name under
+torch.profiler.
+
+*Isolated steps* (``isolated_steps``) are extra steps inside the window run with communication off: the
+same forward and backward under DDP's ``no_sync()``, gradients dropped, no optimizer step, each in a range
+``step_<i>_nosync`` just before window step ``i``. Their kernels are the in-run isolated reference that
+labels the normal steps' kernels (each compared with its twin).
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ class Window:
         self.times: list[dict[str, Any]] = []
         self.run_dir = Path(args.run)
         self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
+        mine = rank in args.profile_ranks  # with --profiler none too: the cost of isolated steps, unprofiled
+        self.isolated_at = isolated_positions(args, self.start, self.count) if mine else set()
+
+    def isolated_before(self, epoch: int, index: int) -> bool:
+        """Whether an isolated step runs just before step ``index`` of ``epoch``."""
+        return epoch == self.epoch and index in self.isolated_at
 
     def _capture_range(self, call: str) -> bool:
         """Wait for the GPU; then start or stop nsys/ncu's capture range (``call``) if one profiles this
@@ -94,21 +106,63 @@ class Window:
             self.prof = None
 
     @contextmanager
-    def step(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
+    def _marked(self, name: str):  # noqa: ANN202 - a context manager
+        """An NVTX range ``name`` on CUDA, and a record_function range under torch.profiler."""
         torch = self.torch
+        if self.cuda:
+            torch.cuda.nvtx.range_push(name)
+        with torch.profiler.record_function(name) if self.prof is not None else _nothing():
+            yield
+            if self.cuda:
+                torch.cuda.synchronize()
+        if self.cuda:
+            torch.cuda.nvtx.range_pop()
+
+    @contextmanager
+    def step(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
         first = epoch == self.epoch and index == self.start
         inside = epoch == self.epoch and self.start <= index < self.start + self.count
         if first:
             self._begin()
-        if self.cuda:
-            torch.cuda.nvtx.range_push(f"step_{index}" if inside else f"epoch{epoch}_step_{index}")
         t0 = time.perf_counter()
-        yield
-        if self.cuda:
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_pop()
+        with self._marked(f"step_{index}" if inside else f"epoch{epoch}_step_{index}"):
+            yield
         self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": inside})
         if inside and self.prof is not None:
             self.prof.step()
         if inside and index == self.start + self.count - 1:
             self._end()
+
+    @contextmanager
+    def isolated(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
+        """The isolated step before step ``index``: the caller runs forward and backward inside it with
+        communication off (DDP's ``no_sync()``) and drops the gradients."""
+        t0 = time.perf_counter()
+        with self._marked(f"step_{index}_nosync"):
+            yield
+        self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": True,
+                           "isolated": True})
+
+
+@contextmanager
+def _nothing():  # noqa: ANN202 - a context manager
+    yield
+
+
+def profiled_positions(args: argparse.Namespace, start: int, count: int) -> list[int]:
+    """The window steps an isolated step may precede: those the profiler records, but the window's first
+    (nsys and ncu start capturing with it)."""
+    if args.profiler == "torch":
+        first = start + args.torch_skip_first + args.torch_wait + args.torch_warmup
+        return list(range(first, min(first + args.torch_active, start + count)))
+    return list(range(start + 1, start + count))
+
+
+def isolated_positions(args: argparse.Namespace, start: int, count: int) -> set[int]:
+    """``args.isolated_steps`` window steps, spread evenly over those an isolated step may precede."""
+    wanted = getattr(args, "isolated_steps", 0) or 0
+    slots = profiled_positions(args, start, count)
+    if not wanted or not slots:
+        return set()
+    n = min(wanted, len(slots))
+    return {slots[round(j * (len(slots) - 1) / max(n - 1, 1))] for j in range(n)} if n > 1 else {slots[0]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -46,6 +47,30 @@ def test_torch_collection_writes_a_complete_run_folder(torch_run) -> None:
     ops = (out / "traces" / "tiny-torch_rank0_ops.txt").read_text()
     assert "aten::" in ops and "Self CPU" in ops
     assert list((out / "traces" / "tensorboard").glob("rank0.*.pt.trace.json"))
+
+
+def test_isolated_steps_are_in_the_trace_and_the_manifest(torch_run) -> None:
+    """Under torch.profiler on 2 ranks, 3 isolated steps run by default, before the 3 active steps."""
+    out, _ = torch_run
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["profiler"]["isolated_steps"] == 3
+    for r in manifest["ranks"]:
+        assert r["isolated_steps"] == 3 and r["isolated_median_ms"] > 0 and r["isolated_cost_pct"] > 0
+        assert r["window"]["isolated_before"] == [2, 3, 4]  # the active steps of wait 1, warmup 1, active 3
+    events = json.loads(gzip.decompress((out / "traces" / "tiny-torch_rank0.json.gz").read_bytes()))["traceEvents"]
+    ranges = [(e["name"], e["ts"], e["ts"] + e["dur"]) for e in events
+              if e.get("cat") == "user_annotation" and e["name"].startswith("step_")]
+    names = [name for name, _, _ in sorted(ranges, key=lambda r: r[1])]
+    assert names == ["step_2_nosync", "step_2", "step_3_nosync", "step_3", "step_4_nosync", "step_4"]
+    spans = sorted((a, b) for _, a, b in ranges)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False))  # one after another
+
+
+def test_isolated_steps_need_room_in_the_window(invoke, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke("collect", TINY, "--profiler", "torch", "--isolated-steps", "4", "--out", out)
+    assert result.exit_code == 2 and "--isolated-steps 4" in result.stderr and "this window has 3" in result.stderr
+    assert result.stderr.count("\n") == 1 and not out.exists()
 
 
 def test_detect_and_info_read_the_run_folder(invoke, torch_run) -> None:

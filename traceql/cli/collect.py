@@ -22,6 +22,8 @@ def collect(
     profiler: Annotated[str, _opt("nsys, ncu, torch or none", None, "--profiler", "-p")] = "none",
     out: Annotated[Path | None, _opt("run folder (runs/NAME-PROFILER-TIME)", None, "--out", "-o")] = None,
     steps: Annotated[int, _opt("profiled steps in the middle of the last epoch (nsys, ncu)")] = 5,
+    isolated_steps: Annotated[int | None, _opt("extra steps with communication off, the in-run reference "
+                                               "(default 3 for nsys/torch on several ranks, else 0)")] = None,
     ranks: Annotated[str | None, _opt("ranks to profile, e.g. 0 or 0,4 (default all)")] = None,
     device: Annotated[str, _opt("auto, cuda (NCCL) or cpu (gloo)")] = "auto",
     timeout: Annotated[float | None, _opt("seconds before the whole run is stopped")] = None,
@@ -63,11 +65,13 @@ def print_manifest(manifest: dict[str, Any]) -> None:
     run = manifest.get("run_name", "")
     console.print(f"[bold]{run}[/bold]: {manifest['status']}, {manifest['world_size']} ranks on "
                   f"{manifest['device']}, profiler {manifest['profiler']['name']}")
-    ranks = table("Ranks", ("rank", "status", "profiled", "steps", "window median", "outside window"),
-                  left={"status"})
+    ranks = table("Ranks (step times: medians)", ("rank", "status", "profiled", "steps", "window", "outside",
+                                                  "isolated steps"), left={"status"})
     for r in manifest["ranks"]:
+        n = r.get("isolated_steps") or 0
+        isolated = f"{n}: {r['isolated_median_ms']} ms, +{r['isolated_cost_pct']} %" if n else "-"
         ranks.add_row(str(r["rank"]), r["status"], "yes" if r["profiled"] else "no", str(r["steps"]),
-                      f"{r['window_median_ms']} ms", f"{r['outside_window_median_ms']} ms")
+                      f"{r['window_median_ms']} ms", f"{r['outside_window_median_ms']} ms", isolated)
     console.print(ranks)
     for kind in ("traces", "other"):
         if manifest["files"][kind]:
