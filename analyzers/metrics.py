@@ -25,22 +25,22 @@ def join_metrics(kernels: pl.DataFrame, metrics: pl.DataFrame) -> tuple[pl.DataF
     cols = curated_columns(metrics)
     # the same launch may come twice (an ncu raw page and a details page of one profile)
     metrics = metrics.unique(subset=[*KEY, "launch_index"], keep="first", maintain_order=True)
-    ranked = kernels.with_row_index("_row").with_columns(
+    ranked = kernels.with_row_index("_kernel_row").with_columns(
         pl.int_range(pl.len()).sort_by("start_ns").over(["run_id", "rank", *KEY]).alias("launch_index"),
         (pl.col("rank") == pl.col("rank").min().over("run_id")).alias("_first_rank"),
     )
     launch = (
         ranked.filter("_first_rank")
         .join(metrics.select([*KEY, "launch_index", *cols]), on=[*KEY, "launch_index"], how="inner")
-        .select("_row", *cols)
+        .select("_kernel_row", *cols)
     )
     runs = max(kernels["run_id"].n_unique(), 1)
     rate = min(launch.height / (metrics.height * runs), 1.0) if metrics.height else 0.0
     by_signature = metrics.group_by(KEY).agg(pl.col(c).median() for c in cols)
-    signature = ranked.join(by_signature, on=KEY, how="inner").select("_row", *cols)
-    sig_only = signature.join(launch.select("_row"), on="_row", how="anti")
+    signature = ranked.join(by_signature, on=KEY, how="inner").select("_kernel_row", *cols)
+    sig_only = signature.join(launch.select("_kernel_row"), on="_kernel_row", how="anti")
     matched = pl.concat([launch.with_columns(pl.lit("launch").alias("ncu_match")),
                          sig_only.with_columns(pl.lit("signature").alias("ncu_match"))])
-    out = ranked.join(matched, on="_row", how="left", maintain_order="left")
+    out = ranked.join(matched, on="_kernel_row", how="left", maintain_order="left")
     out = out.with_columns(pl.col("ncu_match").fill_null("none"))
-    return out.sort("_row").drop("_row", "launch_index", "_first_rank"), rate
+    return out.sort("_kernel_row").drop("_kernel_row", "launch_index", "_first_rank"), rate

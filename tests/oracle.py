@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import sqlite3
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 
 def exports(path: Path) -> list[Path]:
-    """The nsys exports of a file or a run folder."""
-    return sorted((path / "traces").glob("*.sqlite")) if path.is_dir() else [path]
+    """The nsys exports of a file, a run folder or a folder of exports."""
+    if not path.is_dir():
+        return [path]
+    return sorted((path / "traces").glob("*.sqlite")) or sorted(path.glob("*.sqlite"))
 
 
 def rows(path: Path, sql: str) -> list[tuple]:
@@ -27,21 +31,30 @@ def count(path: Path, sql: str) -> int:
     return sum(rows(f, sql)[0][0] for f in exports(path))
 
 
-def read_kernels(path: Path) -> list[dict]:
-    """Kernels of an nsys export (or a run folder's exports) via sqlite3: the fields the definitions need."""
+def read_kernels(path: Path, *, keyed: bool = False) -> list[dict]:
+    """Kernels of an nsys export (or a run folder's exports) via sqlite3: the fields the definitions need;
+    with ``keyed``, also the demangled key, the correlation id and the launch (runtime call start)."""
     if path.is_dir():
-        return [k for f in exports(path) for k in read_kernels(f)]
+        return [k for f in exports(path) for k in read_kernels(f, keyed=keyed)]
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows = con.execute("""
         SELECT k.start, k."end", k.deviceId, k.globalPid, s.value, k.gridX, k.gridY, k.gridZ,
-               k.blockX, k.blockY, k.blockZ
-        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName""").fetchall()
+               k.blockX, k.blockY, k.blockZ, d.value, k.correlationId
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+        LEFT JOIN StringIds d ON d.id = k.demangledName""").fetchall()
+    launch = dict(((r[0], r[1]), r[2]) for r in con.execute("""
+        SELECT globalTid >> 24, correlationId, min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1, 2""")
+    ) if keyed else {}
     con.close()
-    keys = ("start", "end", "device", "pid", "short", "gx", "gy", "gz", "bx", "by", "bz")
+    keys = ("start", "end", "device", "pid", "short", "gx", "gy", "gz", "bx", "by", "bz", "demangled", "corr")
     out = [dict(zip(keys, r, strict=True)) for r in rows]
     for k in out:
         k["comm"] = k["short"].lower().startswith(("nccl", "rccl", "hccl"))
-        k["signature"] = f"{k['short']} g{k['gx']}x{k['gy']}x{k['gz']} b{k['bx']}x{k['by']}x{k['bz']}"
+        shape = f"g{k['gx']}x{k['gy']}x{k['gz']} b{k['bx']}x{k['by']}x{k['bz']}"
+        k["signature"] = f"{k['short']} {shape}"
+        if keyed:
+            k["key"] = f"{k['demangled'] or k['short']} {shape}"
+            k["launch"] = launch.get((k["pid"] >> 24, k["corr"]))
     return out
 
 
@@ -65,9 +78,68 @@ def overlaps(kernels: list[dict], compute: list[dict]) -> list[int]:
     return [union_overlap(k["start"], k["end"], comm[(k["pid"], k["device"])]) for k in compute]
 
 
-def isolated_medians(path: Path) -> dict[str, float]:
-    by_sig = defaultdict(list)
-    for k in read_kernels(path):
-        if not k["comm"]:
-            by_sig[k["signature"]].append(k["end"] - k["start"])
-    return {s: statistics.median(v) for s, v in by_sig.items()}
+STEP_NAME = re.compile(r"^step_(\d+)(_nosync)?$")
+
+
+def nsys_steps(path: Path) -> dict[tuple[int, int], tuple[int, str] | None]:
+    """``(process id, correlation id) → (step, kind)`` of every kernel of an nsys export (or run folder): the
+    NVTX ``step_<i>[_nosync]`` range of its process holding the start of its runtime call; None outside.
+    The process id is the operating system's (``globalPid >> 24``, low 24 bits)."""
+    out: dict[tuple[int, int], tuple[int, str] | None] = {}
+    for f in exports(path):
+        launch = {(r[0], r[1]): r[2] for r in rows(f, """
+            SELECT (globalTid >> 24) & 16777215, correlationId, min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME
+            GROUP BY 1, 2""")}
+        ranges = defaultdict(list)
+        for pid, start, end, text in rows(f, """
+                SELECT (n.globalTid >> 24) & 16777215, n.start, n."end", coalesce(n.text, s.value)
+                FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59"""):
+            m = STEP_NAME.match(text or "")
+            if m:
+                ranges[pid].append((start, end, int(m.group(1)), "isolated" if m.group(2) else "sync"))
+        for pid, corr in rows(f, "SELECT (globalPid >> 24) & 16777215, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"):
+            t = launch.get((pid, corr))
+            hits = [(s, k) for a, b, s, k in ranges[pid] if t is not None and a <= t <= b]
+            out[(pid, corr)] = hits[0] if hits else None
+    return out
+
+
+def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, int], tuple[float | None, bool]]:
+    """``(device, start) → (twin baseline, is case)`` for every compute kernel of ``trace``, by the twin
+    definition, against the isolated run ``iso`` (both nsys, so demangled names compare as they are)."""
+    def stepped(path: Path) -> tuple[list[dict], dict[tuple, list[dict]]]:
+        kernels = read_kernels(path, keyed=True)
+        steps = nsys_steps(path)
+        by_step = defaultdict(list)
+        for k in kernels:
+            s = steps.get(((k["pid"] >> 24) & 0xFFFFFF, k["corr"]))
+            if s is not None and not k["comm"]:
+                by_step[(k["pid"], *s)].append(k)
+        for ks in by_step.values():
+            ks.sort(key=lambda k: (k["launch"], k["start"]))
+        return kernels, by_step
+
+    _, ref_steps = stepped(iso)
+    seqs = {key: tuple(k["key"] for k in ks) for key, ks in ref_steps.items()}
+    canonical = Counter(seqs.values()).most_common(1)[0][0]
+    durations = defaultdict(list)
+    for key, ks in ref_steps.items():
+        for i, j in _aligned(seqs[key], canonical):
+            durations[j].append(ks[i]["end"] - ks[i]["start"])
+    kernels, steps = stepped(trace)
+    overlap = dict(zip(((k["device"], k["start"]) for k in kernels if not k["comm"]),
+                       overlaps(kernels, [k for k in kernels if not k["comm"]]), strict=True))
+    out = {(k["device"], k["start"]): (None, False) for k in kernels if not k["comm"]}
+    for ks in steps.values():
+        for i, j in _aligned(tuple(k["key"] for k in ks), canonical):
+            k = ks[i]
+            base = statistics.median(durations[j])
+            out[(k["device"], k["start"])] = (base, overlap[(k["device"], k["start"])] > 0
+                                              and k["end"] - k["start"] > factor * base)
+    return out
+
+
+def _aligned(seq: tuple, canonical: tuple) -> list[tuple[int, int]]:
+    """(index in seq, index in canonical) pairs of their longest matching blocks."""
+    blocks = difflib.SequenceMatcher(None, seq, canonical, autojunk=False).get_matching_blocks()
+    return [(i + n, j + n) for i, j, size in blocks for n in range(size)]

@@ -20,6 +20,9 @@ DDP_FILES = sorted((DDP_TRACE / "traces").glob("*.sqlite"))
 DDP_FILE = DDP_FILES[0]  # rank 0's export
 SINGLE_FILE = next((SINGLE_TRACE / "traces").glob("*.sqlite"))
 RUNS = ROOT / "datasets" / "runs"
+# the in-run collection: GPT-2 DDP on 2 x H200 with 3 isolated steps, and its isolated run (same session)
+INRUN_TRACE = ROOT / "datasets" / "inrun" / "gpt2-inrun-nsys"
+INRUN_SINGLE = ROOT / "datasets" / "inrun" / "gpt2-single-nsys"
 TINY = ROOT / "datasets" / "examples" / "tiny"
 SHARED = ROOT.parent / "shared" / "datasets"
 H200 = SHARED / "h200-ddp"

@@ -1,6 +1,11 @@
 """The labelling pipeline that `detect` and `dataset add` share: a timeline (a trace's kernels, memory
-operations and annotations) and, when given, an isolated baseline → every compute kernel labelled, the
-per-rank summary and the slowed signatures.
+operations and annotations) and an isolated reference → every compute kernel labelled, the per-rank summary
+and the slowed signatures.
+
+The reference, in order of preference: an isolated run given as baseline (``label_source`` baseline); the
+trace's own isolated steps (``step_<i>_nosync``, run with communication off: ``inrun``); else none, and the
+single-trace detector labels (``detector``). Against a reference, each kernel is compared with its twin
+(``analyzers.baselines.twins``).
 
 Each input is read once (:func:`read_timeline`, :func:`read_baseline`); :func:`label` only computes. Steps
 return their warnings instead of writing them anywhere.
@@ -15,7 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from analyzers.baselines.isolated import isolated_baseline, match_rate
+from analyzers.baselines.isolated import match_rate
+from analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
 from analyzers.breakdown import rank_breakdown
 from analyzers.cases import rank_cases, top_signatures
 from analyzers.compat import hta_view
@@ -26,7 +32,7 @@ from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
 from traceql.errors import InputError
 from traceql.model import schema
-from traceql.model.names import with_signature
+from traceql.model.names import with_keys, with_signature
 from traceql.sources import inputs
 from traceql.sources.ncu import read_ncu
 from traceql.trace import read_trace
@@ -47,9 +53,16 @@ class DetectResult:
     notes: list[str] = field(default_factory=list)
     metrics_match_rate: float | None = None
 
+    def baseline_kinds(self) -> dict[str, int]:
+        """How many compute kernels got each kind of baseline (twin, key-median, estimate, none)."""
+        if self.kernels.is_empty():
+            return {}
+        return dict(self.kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
+            "baseline_kinds": self.baseline_kinds(),
             "baseline_match_rate": None if self.match_rate is None else round(self.match_rate, 4),
             "metrics_match_rate": None if self.metrics_match_rate is None else round(self.metrics_match_rate, 4),
             "ranks": self.ranks.to_dicts(),
@@ -65,7 +78,8 @@ class DetectResult:
 
 @dataclass
 class Timeline:
-    """A trace's GPU timeline, read once: kernels (with ``signature``), memory operations, annotations."""
+    """A trace's GPU timeline, read once: kernels (with ``signature`` and ``key``, their steps), memory
+    operations, annotations."""
 
     path: Path
     kernels: pl.DataFrame
@@ -77,32 +91,39 @@ class Timeline:
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
 
+    def has_isolated_steps(self) -> bool:
+        return bool((self.kernels["step_kind"] == "isolated").any())
+
 
 @dataclass
 class Baseline:
-    """An isolated run, read once: ``signature → baseline_ns`` and what is wrong with it, if anything."""
+    """An isolated run, read once: its compute kernels (keyed, with steps) and what is wrong with it."""
 
     path: Path
-    medians: pl.DataFrame
+    kernels: pl.DataFrame
     notes: list[str]
+
+    @property
+    def signatures(self) -> pl.Series:
+        return self.kernels["signature"].unique()
 
 
 def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
     """Read the timeline of a trace (files or folders; the embedded example when None)."""
     with read_trace(paths) as trace:
-        return Timeline(trace.paths[0], with_signature(trace.kernels), trace.memcpy, trace.nvtx, trace.ranks,
+        return Timeline(trace.paths[0], with_keys(trace.kernels), trace.memcpy, trace.nvtx, trace.ranks,
                         not trace.relation("kernel_metrics").is_empty())
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
-    """Read an isolated run's signature medians; a note when it holds communication (not isolated)."""
+    """Read an isolated run's compute kernels; a note when it holds communication (not isolated)."""
     with read_trace(paths) as iso:
         kernels = iso.kernels
         path = iso.paths[0]
     comm = kernels.filter(pl.col("kind") == "comm").height
     notes = [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
              "(record it on one GPU without DDP/NCCL)"] if comm else []
-    return Baseline(path, isolated_baseline(with_signature(kernels)), notes)
+    return Baseline(path, with_keys(kernels.filter(pl.col("kind") == "compute")), notes)
 
 
 def read_metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
@@ -126,8 +147,8 @@ def _no_kernels(timeline: Timeline) -> DetectResult:
 
 
 def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
-    """Compute kernels with overlap, features and the detector's score (the detector fitted on them)."""
-    features = feature_table(comm_overlap(kernels))
+    """Compute kernels with overlap, features, the detector's score (the detector fitted on them) and ``_row``."""
+    features = feature_table(comm_overlap(kernels)).with_row_index("_row")
     if features.is_empty():
         return features.with_columns(pl.lit(None, pl.Float64).alias("score"))
     model.fit(features.select(FEATURES).to_numpy())
@@ -135,12 +156,30 @@ def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
 
 
 def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
-    rate = match_rate(scored, baseline.medians)
+    rate = match_rate(scored, baseline.signatures.to_frame())
     notes = list(baseline.notes)
     if rate < LOW_MATCH:
         notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
                      "was the baseline run with the same model and shapes?")
-    return paired_labels(scored, baseline.medians, threshold), rate, notes
+    isolated = _isolated(scored)
+    twins = reference_baselines(scored.filter(~isolated), baseline.kernels)
+    return paired_labels(scored, pl.concat([twins, _own(scored.filter(isolated))]), threshold), rate, notes
+
+
+def _isolated(scored: pl.DataFrame) -> pl.Series:
+    """Which kernels belong to the trace's isolated steps: a reference themselves, never cases."""
+    return (scored["step_kind"] == "isolated").fill_null(False)
+
+
+def _own(rows: pl.DataFrame) -> pl.DataFrame:
+    return no_baseline(rows, REFERENCE)
+
+
+def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
+    """Each normal step's kernels against their twins in the same rank's isolated steps."""
+    isolated = _isolated(scored)
+    twins = reference_baselines(scored.filter(~isolated), scored.filter(isolated), by=["run_id", "rank"])
+    return paired_labels(scored, pl.concat([twins, _own(scored.filter(isolated))]), threshold, source="inrun")
 
 
 def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFrame, float, list[str]]:
@@ -166,8 +205,11 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     if baseline is not None:
         labelled, rate, more = _paired(scored, baseline, threshold)
         notes += more
+        mode = "baseline"
+    elif timeline.has_isolated_steps():
+        labelled, mode = _inrun(scored, threshold), "inrun"
     else:
-        labelled = detector_labels(scored, model) if scored.height else scored
+        labelled, mode = detector_labels(scored, model), "detector"
     out = labelled.select(*schema.CASES)
     if metrics is not None:
         out, metrics_rate, more = _with_metrics(labelled, metrics)
@@ -176,6 +218,5 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     ranks = rank_breakdown(*view).join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
     ranks = ranks.with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0))
     top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
-    mode = "baseline" if baseline is not None else "detector"
     return DetectResult(ranks=ranks, top_signatures=top_frame, kernels=out, mode=mode, match_rate=rate, notes=notes,
                         metrics_match_rate=metrics_rate)

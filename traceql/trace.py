@@ -11,7 +11,7 @@ import polars as pl
 
 from traceql import sources
 from traceql.errors import QueryError
-from traceql.model import engine, schema
+from traceql.model import engine, schema, steps
 from traceql.sources import inputs
 
 
@@ -97,6 +97,7 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     try:
         engine.create_relations(con)
         sources.load(con, checked)
+        steps.attribute(con)
     except BaseException:
         con.close()
         raise

@@ -1,36 +1,47 @@
-"""Slowdown labels: paired (against an isolated baseline) or from the detector."""
+"""Slowdown labels: paired (against an isolated reference: a baseline run or in-run isolated steps) or from
+the detector."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
+from analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
 from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.features import FEATURES
 
 PAIRED_FACTOR = 1.2
+ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference
 
 
-def paired_labels(features: pl.DataFrame, baseline: pl.DataFrame, factor: float = PAIRED_FACTOR) -> pl.DataFrame:
-    """Label against an isolated baseline: overlapped and longer than ``factor`` × the signature's median.
+def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float = PAIRED_FACTOR,
+                  source: str = "baseline") -> pl.DataFrame:
+    """Label against an isolated reference: overlapped and longer than ``factor`` × the kernel's baseline.
 
-    Kernels whose signature the baseline lacks get ``baseline_ns`` null and are not cases.
+    ``baselines`` holds ``_row, baseline_ns, baseline_kind, twin_pos`` (``analyzers.baselines.twins``) for
+    rows of ``features``; a kernel without one (``baseline_kind`` none) is not a case.
     """
-    out = features.join(baseline.select("signature", "baseline_ns"), on="signature", how="left", maintain_order="left")
+    out = features.join(baselines, on="_row", how="left", maintain_order="left")
+    kind = pl.col("baseline_kind").fill_null(NONE)
     return out.with_columns(
+        kind.alias("baseline_kind"),
+        pl.when(kind.is_in([TWIN, KEY_MEDIAN])).then(pl.col("key")).alias("twin_key"),
         (pl.col("duration_ns") / pl.col("baseline_ns")).alias("slowdown_ratio"),
         ((pl.col("comm_overlap_ns") > 0) & (pl.col("duration_ns") > factor * pl.col("baseline_ns")))
         .fill_null(False)
         .alias("is_slowdown"),
-        pl.lit("baseline").alias("label_source"),
+        pl.lit(source).alias("label_source"),
     )
 
 
 def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
-    """Label with a fitted detector; the baseline is the within-trace estimate."""
+    """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate)."""
     is_case = detector.predict(features.select(FEATURES).to_numpy()) == -1
     return features.with_columns(
         pl.col("estimate_ns").alias("baseline_ns"),
+        pl.lit(ESTIMATE).alias("baseline_kind"),
+        pl.lit(None, pl.String).alias("twin_key"),
+        pl.lit(None, pl.Int64).alias("twin_pos"),
         (pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),
         pl.Series("is_slowdown", is_case),
         pl.lit("detector").alias("label_source"),

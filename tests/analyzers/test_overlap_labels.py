@@ -1,4 +1,4 @@
-"""Overlap and paired labels equal an independent brute-force computation, on slices of real traces."""
+"""Overlap and twin labels equal an independent brute-force computation on real traces."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from analyzers.intervals import intersection_length, merge, overlap_with_union
-from tests.oracle import isolated_medians, overlaps, read_kernels, union_overlap
+from tests.oracle import overlaps, read_kernels, twin_labels, union_overlap
 from tests.paths import DDP_TRACE, NSYS, SINGLE_TRACE, corpus
 from traceql.commands.detect import detect
 
@@ -21,7 +21,7 @@ SLICE = 1500  # compute kernels per trace checked one by one
 
 
 @pytest.mark.parametrize("trace,iso", PAIRS, ids=lambda p: p.stem)
-def test_overlap_and_paired_labels_match_brute_force(trace: Path, iso: Path) -> None:
+def test_overlap_and_twin_labels_match_brute_force(trace: Path, iso: Path) -> None:
     result = detect(trace, baseline=[iso]).kernels
     assert result["label_source"].unique().to_list() == ["baseline"]
     kernels = read_kernels(trace)
@@ -31,32 +31,26 @@ def test_overlap_and_paired_labels_match_brute_force(trace: Path, iso: Path) -> 
     mid = len(compute) // 2
     part = compute[mid: mid + SLICE]
     want_overlap = overlaps(kernels, part)
-    medians = isolated_medians(iso)
     got = result.sort(["start_ns", "device", "end_ns"]).slice(mid, SLICE)
     assert got["start_ns"].to_list() == [k["start"] for k in part]
     assert got["comm_overlap_ns"].to_list() == want_overlap
-    want_labels = [
-        ov > 0 and k["signature"] in medians and (k["end"] - k["start"]) > 1.2 * medians[k["signature"]]
-        for k, ov in zip(part, want_overlap, strict=True)
-    ]
-    assert got["is_slowdown"].to_list() == want_labels
-    assert got["baseline_ns"].to_list() == [medians.get(k["signature"]) for k in part]
     assert sum(want_overlap) > 0  # the slice does contain overlap
+    # every kernel's twin baseline and label, against the brute-force twin definition
+    twins = twin_labels(trace, iso)
+    got_all = dict(zip(zip(result["device"].to_list(), result["start_ns"].to_list(), strict=True),
+                       zip(result["baseline_ns"].to_list(), result["is_slowdown"].to_list(), strict=True),
+                       strict=True))
+    assert got_all == twins
+    assert sum(case for _, case in twins.values()) > 0
 
 
 def test_whole_trace_case_count_matches_definition() -> None:
-    kernels = read_kernels(DDP_TRACE)
-    compute = [k for k in kernels if not k["comm"]]
-    medians = isolated_medians(SINGLE_TRACE)
-    ov = overlaps(kernels, compute)
-    expected = sum(
-        1 for k, o in zip(compute, ov, strict=True)
-        if o > 0 and k["signature"] in medians and k["end"] - k["start"] > 1.2 * medians[k["signature"]]
-    )
+    twins = twin_labels(DDP_TRACE, SINGLE_TRACE)
     got = detect(DDP_TRACE, baseline=[SINGLE_TRACE])
-    assert int(got.kernels["is_slowdown"].sum()) == expected
-    assert int(got.kernels["comm_overlap_ns"].sum()) == sum(ov)
-    assert sum(r["cases"] for r in got.to_dict()["ranks"]) == expected
+    assert int(got.kernels["is_slowdown"].sum()) == sum(case for _, case in twins.values())
+    kernels = read_kernels(DDP_TRACE)
+    assert int(got.kernels["comm_overlap_ns"].sum()) == sum(overlaps(kernels, [k for k in kernels if not k["comm"]]))
+    assert sum(r["cases"] for r in got.to_dict()["ranks"]) == int(got.kernels["is_slowdown"].sum())
 
 
 def test_concurrent_comm_is_the_most_overlapping_collective() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.paths import DDP_TRACE, NSYS, ROOT, RUNS, SINGLE_TRACE
+from tests.paths import DDP_TRACE, INRUN_TRACE, NSYS, ROOT, RUNS, SINGLE_TRACE
 from traceql.commands.detect import detect
 
 PAIRS = {f"{m}_ddp2_{c}": f"{m}_single" for m in ("toy", "gpt2") for c in ("cap25", "cap2")}
@@ -125,3 +125,19 @@ def test_sweep_on_cpu_collects_labels_resumes_and_survives_a_failure(invoke, tmp
     assert third.exit_code == 1
     assert "1 skipped, 1 failed" in third.stdout
     assert "cap_size must be positive" in " ".join(third.stdout.split()).replace("│ ", "").replace(" │", "")
+
+
+def test_an_in_run_collection_labels_itself(invoke, tmp_path: Path) -> None:
+    """No baseline: the run's isolated steps are the reference; their own kernels are rows, not training."""
+    root = tmp_path / "ds"
+    result = invoke("dataset", "add", root, INRUN_TRACE)
+    assert result.exit_code == 0, result.stderr
+    (entry,) = json.loads((root / "dataset.json").read_text())["entries"].values()
+    assert entry["label_mode"] == "inrun" and entry["baseline"] is None
+    rows = pl.concat(entry_rows(root).values())
+    want = detect(INRUN_TRACE).kernels
+    assert rows["is_slowdown"].to_list() == want["is_slowdown"].to_list()
+    assert {"step", "step_kind", "baseline_kind", "twin_key", "twin_pos"} <= set(rows.columns)
+    (summary,) = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
+    assert summary["rows"] == rows.filter(pl.col("baseline_kind") != "reference").height < rows.height
+    assert summary["cases"] == int(rows["is_slowdown"].sum()) > 100

@@ -138,3 +138,22 @@ def test_embedded_torch_collection() -> None:
         comm = t.sql("SELECT rank, count(*) FROM kernels WHERE kind = 'comm' GROUP BY rank ORDER BY rank").rows()
     assert got["start_ns"].to_list() == want
     assert [r for r, _ in comm] == [0, 1] and all(n > 0 for _, n in comm)
+
+
+@pytest.mark.corpus
+def test_kernel_keys_are_the_same_for_both_demanglers(toy: Path) -> None:
+    """The toy DDP run under torch.profiler and under nsys: two demanglers spell the same 48 kernels
+    differently, and their keys are the same 48; no export's keys merge two distinct names."""
+    from traceql.model.names import with_keys
+
+    def keys(path: Path) -> tuple[set[str], int]:
+        with traceql.read_trace(path) as t:
+            k = with_keys(t.kernels.filter(pl.col("kind") == "compute"))
+        return set(k["key"]), k.select("name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z").n_unique()
+
+    kineto, kineto_names = keys(toy)
+    nsys, nsys_names = keys(H200 / "nsys" / "toy_ddp2_cap25.sqlite")
+    assert kineto == nsys and len(kineto) == kineto_names == nsys_names == 48
+    for f in shared_sqlite_files():
+        found, names = keys(f)
+        assert len(found) == names, f

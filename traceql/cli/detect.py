@@ -65,11 +65,20 @@ def detect(
 
 def print_detect(result: Any) -> None:
     """The human form of :class:`traceql.labelling.DetectResult`, laid out for 80 columns."""
-    how = {"baseline": "paired labels, against the isolated baseline",
-           "detector": "single-trace labels, by SlowdownDetector (no baseline)"}.get(result.mode, "no GPU kernels")
+    how = {"baseline": "paired labels, against the isolated run given",
+           "inrun": "in-run labels, against the trace's isolated steps",
+           "detector": "single-trace labels, by SlowdownDetector (no reference)"}.get(result.mode, "no GPU kernels")
     console.print(f"[bold]Slowdown detection[/bold]: {how}")
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
+    kinds = result.baseline_kinds()
+    if kinds.get("twin"):
+        ref = kinds.get("reference", 0)
+        console.print(f"twins: {kinds['twin']:,} kernels; no twin: {kinds.get('none', 0):,} (not cases)"
+                      + (f"; isolated steps: {ref:,}" if ref else ""))
+    elif kinds.get("key-median"):
+        console.print(f"no steps to align: key medians for {kinds['key-median']:,} kernels; "
+                      f"no match: {kinds.get('none', 0):,} (not cases)")
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
         ranks = table(f"Per rank of {run_id} (times in ms)", ("rank", "overlap", "compute", "comm", "memory", "idle",
                                                                "span", "cases", "time lost"))
@@ -92,4 +101,4 @@ def print_detect(result: Any) -> None:
         top.add_row(f"{t['short_name']}\n  {shape}", f"{t['cases']:,}/{t['instances']:,}",
                     f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
     console.print(top)
-    console.print("cases: slowed / all instances of the signature; ratio: median slowdown of the cases")
+    console.print("cases: slowed / all instances; ratio: median slowdown of the cases")

@@ -55,6 +55,10 @@ def print_info(info: dict[str, Any]) -> None:
     console.print(f"[bold]Memory operations[/bold]: {m['total']:,} "
                   f"({', '.join(f'{n} {c:,}' for n, c in m['by_kind'].items()) or 'none'}); "
                   f"[bold]NVTX ranges[/bold]: {info['nvtx']['total']:,}")
+    steps = info["steps"]
+    kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["by_kind"].items())
+    console.print(f"[bold]Training steps[/bold]: {steps['total']:,} across ranks ({kinds})" if steps["total"] else
+                  "[bold]Training steps[/bold]: none (no step_<i> or ProfilerStep#<i> ranges)")
 
     top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total ms", "mean ms", "% time"),
                 left={"kind"}, wrap={"kernel"})

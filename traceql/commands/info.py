@@ -46,6 +46,8 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
             "by_kind": _counts(trace, "memcpy", "kind"),
         },
         "nvtx": {"total": trace.sql("SELECT count(*) FROM nvtx").item()},
+        "steps": {"total": trace.sql("SELECT count(*) FROM steps").item(),
+                  "by_kind": _counts(trace, "steps", "step_kind")},
         "top_kernels": trace.sql(
             """SELECT short_name, kind, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns,
                       round(avg(duration_ns)) AS mean_ns, round(100.0 * sum(duration_ns) / ?, 2) AS pct

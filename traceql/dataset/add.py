@@ -50,7 +50,7 @@ class BaselinePicker:
         sigs = timeline.signatures()
         if not self.paths or sigs.is_empty():
             return None, None, 0.0
-        rates = [(float(sigs.is_in(self._baseline(b).medians["signature"].implode()).mean()), b) for b in self.paths]
+        rates = [(float(sigs.is_in(self._baseline(b).signatures.implode()).mean()), b) for b in self.paths]
         rate, best = max(rates, key=lambda r: r[0])
         return (best, self._baseline(best), rate) if rate >= MIN_MATCH else (None, None, rate)
 

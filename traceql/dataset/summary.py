@@ -10,9 +10,12 @@ from traceql.dataset.store import Dataset
 
 
 def summary(root: str | Path) -> pl.DataFrame:
-    """Per model and configuration: entries, kernel rows, cases, time lost, slowdown ratio distribution."""
+    """Per model and configuration: entries, kernel rows, cases, time lost, slowdown ratio distribution. The
+    rows of isolated steps (``baseline_kind`` reference) are a reference, not training: not counted."""
     ds = Dataset(root)
     rows = ds.scan()
+    if "baseline_kind" in rows.collect_schema().names():
+        rows = rows.filter(pl.col("baseline_kind").fill_null("") != "reference")
     case = pl.col("is_slowdown")
     ratio = pl.col("slowdown_ratio").filter(case)
     return (

@@ -52,16 +52,21 @@ def create_relations(con: duckdb.DuckDBPyConnection) -> None:
 
 def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *, select: str = "*",
                  replace: bool = False) -> None:
-    """Insert ``df`` into ``table`` (``select`` is the SQL projection over the frame, named ``_frame``);
-    with ``replace``, the table is created anew from it instead."""
+    """Insert ``df`` into ``table``'s source columns (``select`` is the SQL projection over the frame, named
+    ``_frame``); with ``replace``, the table is created anew from it instead."""
     con.register("_frame", df.to_arrow())
     try:
         if replace:
             con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT {select} FROM _frame")
         else:
-            con.execute(f"INSERT INTO {table} SELECT {select} FROM _frame")
+            con.execute(f"INSERT INTO {table} {into(table)} SELECT {select} FROM _frame")
     finally:
         con.unregister("_frame")
+
+
+def into(table: str) -> str:
+    """The column list of an INSERT into one of the model's relations: the columns sources fill."""
+    return "(" + ", ".join(schema.source_columns(table)) + ")"
 
 
 def sql_literal(text: str) -> str:

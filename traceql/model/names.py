@@ -1,11 +1,16 @@
 """Kernel names: communication kernels and their collectives, short names, and the kernel signature.
 
 A kernel's *signature* is its short name + grid + block (``Kernel2 g256x1x1 b256x1x1``): a coarse grouping
-whose durations are compared (the isolated and within-trace baselines).
+for summaries (one short name covers many kernels: ``vectorized_elementwise_kernel`` is a Fill, a Mul, an
+Add …). Its *key* is its demangled name + grid + block: what twins are matched by. Demanglers spell one
+name differently (nsys: ``(bool)1``, ``<unnamed>``, ``[lambda(int) (instance 1)]``; torch.profiler: ``true``,
+``(anonymous namespace)``, ``{lambda(int)#1}``), so the key holds the name's *identity*: its words and
+numbers in order, without argument lists, casts or spelling (:func:`identity`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
@@ -21,6 +26,13 @@ ALGO_REGEX = r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)(_|\(
 PROTO_REGEX = r"_(LL128|LL|SIMPLE)(_|\(|$)"
 SHAPE_COLUMNS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 SIGNATURE_COLUMNS = ["short_name", *SHAPE_COLUMNS]
+_ARGS = r"\((?:[^()]|\([^()]*\))*\)"  # a lambda's parameter list
+_LAMBDA = re.compile(rf"\{{lambda{_ARGS}#(\d+)\}}|\[lambda{_ARGS} \(instance (\d+)\)\]")
+_CAST = re.compile(r"\((?:unsigned |signed )?(?:bool|char|short|int|long|long long)\)")
+_SUFFIX = re.compile(r"\b(\d+)(?:ull|ll|ul|u|l)\b", re.IGNORECASE)
+_PARENS = re.compile(r"\([^()]*\)")
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?\d+|#\d+")
+_NOISE = {"void", "const", "volatile", "struct", "class", "typename"}
 
 
 def kind_expr(name_col: str) -> str:
@@ -53,6 +65,19 @@ def short_name(name: str) -> str:
     return base or name
 
 
+def identity(name: str) -> str:
+    """A demangled kernel name's words and numbers in order — its namespaces, templates and their arguments —
+    the same whichever demangler wrote it: argument lists, casts, ``const`` and spacing are dropped, lambdas
+    become ``lambda #N``. Checked on every kernel of every export we have: no two names collide."""
+    text = name.replace("(anonymous namespace)", "anonymous").replace("<unnamed>", "anonymous")
+    text = _LAMBDA.sub(lambda m: f" lambda #{m.group(1) or m.group(2)} ", text)
+    text = _SUFFIX.sub(r"\1", _CAST.sub("", text).replace("true", "1").replace("false", "0"))
+    before = None
+    while before != text:  # argument lists, innermost first
+        before, text = text, _PARENS.sub(" ", text)
+    return " ".join(t for t in _TOKEN.findall(text) if t not in _NOISE)
+
+
 def short_names(names: pl.Series, column: str = "name") -> pl.DataFrame:
     """``column → short_name`` for the distinct names of a column (one Python call per distinct name)."""
     import polars as pl
@@ -71,3 +96,15 @@ def signature() -> pl.Expr:
 def with_signature(kernels: pl.DataFrame) -> pl.DataFrame:
     """``kernels`` with its ``signature`` column."""
     return kernels.with_columns(signature())
+
+
+def with_keys(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` with its ``signature`` and ``key`` (name identity + grid + block) columns."""
+    import polars as pl
+
+    names = kernels["name"].unique().drop_nulls()
+    ids = pl.DataFrame({"name": names, "_identity": [identity(n) for n in names]}, schema={"name": pl.String,
+                                                                                          "_identity": pl.String})
+    keyed = kernels.join(ids, on="name", how="left", maintain_order="left")
+    key = pl.format("{} g{}x{}x{} b{}x{}x{}", "_identity", *SHAPE_COLUMNS).alias("key")
+    return keyed.with_columns(signature(), key).drop("_identity")

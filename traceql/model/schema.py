@@ -12,6 +12,9 @@ import polars as pl
 STR, I32, I64, F64, BOOL = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean
 
 _KERNEL_SHAPE = {"grid_x": I32, "grid_y": I32, "grid_z": I32, "block_x": I32, "block_y": I32, "block_z": I32}
+# the step whose CPU range holds the launching API call (``traceql.model.steps``), filled after loading
+_STEP = {"step": I32, "step_kind": STR}
+DERIVED = set(_STEP)
 _ACTIVITY = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64,
              "duration_ns": I64}
 
@@ -20,9 +23,13 @@ RELATIONS: dict[str, dict[str, pl.DataType]] = {
              "ranks": pl.List(I32), "file_bytes": I64},
     "ranks": {"run_id": STR, "rank": I32, "path": STR, "pid": I64, "rank_from": STR},
     "kernels": {**_ACTIVITY, "name": STR, "short_name": STR, **_KERNEL_SHAPE, "registers": I32, "shared_mem": I64,
-                "correlation_id": I64, "kind": STR, "collective": STR, "launch_ns": I64},
-    "memcpy": {**_ACTIVITY, "bytes": I64, "copy_kind": STR, "correlation_id": I64, "kind": STR, "launch_ns": I64},
+                "correlation_id": I64, "kind": STR, "collective": STR, "launch_ns": I64, **_STEP},
+    "memcpy": {**_ACTIVITY, "bytes": I64, "copy_kind": STR, "correlation_id": I64, "kind": STR, "launch_ns": I64,
+               **_STEP},
     "nvtx": {"run_id": STR, "rank": I32, "start_ns": I64, "end_ns": I64, "text": STR, "domain": STR},
+    # training steps: NVTX step_<i> / step_<i>_nosync (or Kineto ProfilerStep#<i>) ranges, CPU and GPU extent
+    "steps": {"run_id": STR, "rank": I32, "step": I32, "step_kind": STR, "cpu_start_ns": I64, "cpu_end_ns": I64,
+              "gpu_start_ns": I64, "gpu_end_ns": I64},
     "gpus": {"run_id": STR, "device": I32, "name": STR, "sm_count": I32, "memory_bytes": I64,
              "memory_bandwidth": I64, "clock_hz": I64, "compute_capability": STR, "bus_location": STR},
     # Nsight Compute: one row per profiled launch; every metric of the CSV follows these columns
@@ -41,6 +48,7 @@ ORDER_BY: dict[str, str] = {
     "kernels": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
     "memcpy": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
     "nvtx": "run_id, rank, start_ns, end_ns, text",
+    "steps": "run_id, rank, cpu_start_ns, step_kind",
     "gpus": "run_id, device",
     "kernel_metrics": "path, ncu_id",
     "kernel_metric_units": "metric",
@@ -50,7 +58,8 @@ ORDER_BY: dict[str, str] = {
 CASES: dict[str, pl.DataType] = {
     "run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64, "duration_ns": I64,
     "name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64, "concurrent_comm": STR,
-    "baseline_ns": F64, "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
+    "step": I32, "step_kind": STR, "baseline_ns": F64, "baseline_kind": STR, "twin_key": STR, "twin_pos": I64,
+    "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
 }
 # ... one row per rank (after run_id, rank) ...
 RANK_SUMMARY: dict[str, pl.DataType] = {
@@ -82,6 +91,11 @@ def ddl(name: str) -> str:
 def columns(name: str) -> list[str]:
     """The column names of one relation of the model, in order."""
     return list(RELATIONS[name])
+
+
+def source_columns(name: str) -> list[str]:
+    """The columns of a relation that sources fill (the others are derived once everything is loaded)."""
+    return [c for c in RELATIONS[name] if c not in DERIVED]
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:

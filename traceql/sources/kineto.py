@@ -18,7 +18,7 @@ import polars as pl
 from traceql.errors import InputError, SchemaError
 from traceql.model.engine import insert_frame
 from traceql.model.names import collective_expr, kind_expr, short_names
-from traceql.model.schema import columns
+from traceql.model.schema import source_columns
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
 from traceql.sources.json_stream import stream_trace
@@ -157,7 +157,7 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
         .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
         pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
     )
-    insert_frame(con, "memcpy", mem.select(columns("memcpy")))
+    insert_frame(con, "memcpy", mem.select(source_columns("memcpy")))
     props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
     for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
         p = props.get(dev, {})

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from traceql.errors import InputError, SchemaError
-from traceql.model.engine import sql_literal
+from traceql.model.engine import into, sql_literal
 from traceql.model.names import collective_expr, kind_expr
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
@@ -101,7 +101,7 @@ def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     a = f.alias
     launch, launch_join = _launches(f)
     con.execute(f"""
-        INSERT INTO kernels
+        INSERT INTO kernels {into('kernels')}
         SELECT m.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start,
                coalesce(dn.value, sn.value), sn.value, t.gridX, t.gridY, t.gridZ, t.blockX, t.blockY, t.blockZ,
                t.registersPerThread, t.staticSharedMemory + t.dynamicSharedMemory, t.correlationId,
@@ -122,10 +122,11 @@ def _load_memops(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join}"
     head = 'm.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start, t.bytes'
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
-        con.execute(f"""INSERT INTO memcpy SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy',
-                        {launch} FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
+        con.execute(f"""INSERT INTO memcpy {into('memcpy')}
+                        SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy', {launch}
+                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
-        con.execute(f"""INSERT INTO memcpy SELECT {head}, 'Memset', t.correlationId, 'memset', {launch}
+        con.execute(f"""INSERT INTO memcpy {into('memcpy')} SELECT {head}, 'Memset', t.correlationId, 'memset', {launch}
                         FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}""")
 
 

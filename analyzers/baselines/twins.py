@@ -1,0 +1,137 @@
+"""Twin baselines: each compute kernel compared with the same kernel at the same place of the training step,
+in an isolated reference (an isolated run, or the in-run steps executed with communication off).
+
+Per step, the compute kernels in launch order form a sequence of keys (demangled name + grid + block). The
+reference's steps are aligned with one canonical reference step, their most common sequence; the median
+duration of each canonical position over the reference's steps is that position's twin baseline. A step of
+the trace is aligned with the canonical step by longest matching blocks (``difflib.SequenceMatcher``,
+autojunk off); a kernel's twin is the position it aligns with. Kernels that only the trace has (DDP's bucket
+copies and gradient scaling) align with nothing: they have no twin. Identical sequences are aligned once.
+
+Where the trace or the reference has no steps, a kernel falls back to the *key median*: the median duration
+of the reference's kernels with the same key. Frames carry ``key``, ``step``, ``launch_ns``, ``start_ns`` and
+``duration_ns``; target frames a row id ``_row`` too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from difflib import SequenceMatcher
+
+import numpy as np
+import polars as pl
+
+TWIN, KEY_MEDIAN, NONE = "twin", "key-median", "none"
+REFERENCE = "reference"  # a kernel of the in-run reference itself (an isolated step): never a case
+OUT_SCHEMA = {"_row": pl.UInt32, "baseline_ns": pl.Float64, "baseline_kind": pl.String, "twin_pos": pl.Int64}
+
+
+def align(seq: tuple, canonical: tuple) -> np.ndarray:
+    """For each element of ``seq``, the index of the element of ``canonical`` it aligns with, else -1."""
+    out = np.full(len(seq), -1, np.int64)
+    for i, j, n in SequenceMatcher(None, seq, canonical, autojunk=False).get_matching_blocks():
+        out[i:i + n] = np.arange(j, j + n)
+    return out
+
+
+STEP = ["run_id", "rank", "step", "step_kind"]  # one step of one rank
+
+
+def _steps(frame: pl.DataFrame, by: list[str], extra: list[str]) -> pl.DataFrame:
+    """One row per step of a rank: key ids, durations and ``extra`` in launch order (``by`` first)."""
+    group = [*by, *(c for c in STEP if c not in by)]
+    return (frame.filter(pl.col("step").is_not_null())
+            .sort([*group, "launch_ns", "start_ns"])
+            .group_by(group, maintain_order=True)
+            .agg(pl.col("key_id"), pl.col("duration_ns"), *(pl.col(c) for c in extra)))
+
+
+class _Reference:
+    """The canonical step of one reference partition and each position's median duration."""
+
+    def __init__(self, steps: pl.DataFrame) -> None:
+        seqs = [tuple(s) for s in steps["key_id"].to_list()]
+        self.canonical = Counter(seqs).most_common(1)[0][0]  # ties: the earliest step
+        durations = np.full((len(seqs), len(self.canonical)), np.nan)
+        aligned: dict[tuple, np.ndarray] = {}
+        for row, (seq, dur) in enumerate(zip(seqs, steps["duration_ns"].to_list(), strict=True)):
+            pos = aligned.setdefault(seq, align(seq, self.canonical))
+            hit = pos >= 0
+            durations[row, pos[hit]] = np.asarray(dur, np.float64)[hit]
+        self.medians = np.nanmedian(durations, axis=0)
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def positions(self, seq: tuple) -> np.ndarray:
+        if seq not in self._cache:
+            self._cache[seq] = align(seq, self.canonical)
+        return self._cache[seq]
+
+
+def _with_key_ids(target: pl.DataFrame, reference: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    keys = pl.concat([target["key"], reference["key"]]).unique(maintain_order=True)
+    ids = pl.DataFrame({"key": keys, "key_id": pl.int_range(len(keys), dtype=pl.Int64, eager=True)})
+    return (target.join(ids, on="key", how="left", maintain_order="left"),
+            reference.join(ids, on="key", how="left", maintain_order="left"))
+
+
+def _references(reference: pl.DataFrame, by: list[str]) -> dict[tuple, _Reference]:
+    """The reference of each partition (its values of ``by``) that has steps."""
+    steps = _steps(reference, by, [])
+    if not by:
+        return {(): _Reference(steps)} if steps.height else {}
+    return {tuple(k): _Reference(g) for k, g in steps.group_by(by, maintain_order=True)}
+
+
+def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
+    """``_row, baseline_ns, baseline_kind, twin_pos`` for the target kernels in steps: the twin baseline, or
+    ``none`` when nothing of the reference partition (the same values of ``by``) aligns with them."""
+    by = by or []
+    target, reference = _with_key_ids(target, reference)
+    refs = _references(reference, by)
+    rows, positions, baselines = [], [], []
+    for step in _steps(target, by, ["_row"]).iter_rows(named=True):
+        ref = refs.get(tuple(step[c] for c in by))
+        seq = tuple(step["key_id"])
+        pos = ref.positions(seq) if ref is not None else np.full(len(seq), -1, np.int64)
+        rows.append(np.asarray(step["_row"], np.int64))
+        positions.append(pos)
+        baselines.append(np.where(pos >= 0, ref.medians[np.maximum(pos, 0)], np.nan) if ref is not None
+                         else np.full(len(seq), np.nan))
+    if not rows:
+        return pl.DataFrame(schema=OUT_SCHEMA)
+    pos = np.concatenate(positions)
+    twin = pl.col("twin_pos") >= 0
+    return pl.DataFrame({"_row": np.concatenate(rows), "twin_pos": pos}).with_columns(
+        pl.col("_row").cast(pl.UInt32),
+        pl.Series("baseline_ns", np.concatenate(baselines)).fill_nan(None),
+        pl.when(twin).then(pl.lit(TWIN)).otherwise(pl.lit(NONE)).alias("baseline_kind"),
+        pl.when(twin).then(pl.col("twin_pos")).alias("twin_pos"),
+    ).select(list(OUT_SCHEMA))
+
+
+def key_medians(target: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:
+    """``_row, baseline_ns, baseline_kind, twin_pos``: the median duration of the reference's kernels of the
+    same key (``key-median``), ``none`` where the reference has no such key."""
+    medians = reference.group_by("key").agg(pl.col("duration_ns").median().alias("baseline_ns"))
+    return target.select("_row", "key").join(medians, on="key", how="left", maintain_order="left").select(
+        pl.col("_row").cast(pl.UInt32), pl.col("baseline_ns").cast(pl.Float64),
+        pl.when(pl.col("baseline_ns").is_not_null()).then(pl.lit(KEY_MEDIAN)).otherwise(pl.lit(NONE))
+        .alias("baseline_kind"),
+        pl.lit(None, pl.Int64).alias("twin_pos"))
+
+
+def no_baseline(rows: pl.DataFrame, kind: str = NONE) -> pl.DataFrame:
+    """``_row, baseline_ns, baseline_kind, twin_pos`` for rows that get no baseline (``kind`` says why)."""
+    return rows.select(pl.col("_row").cast(pl.UInt32), pl.lit(None, pl.Float64).alias("baseline_ns"),
+                       pl.lit(kind).alias("baseline_kind"), pl.lit(None, pl.Int64).alias("twin_pos"))
+
+
+def reference_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
+    """Every target kernel's baseline: twins when both sides have steps (kernels outside the steps: none),
+    else key medians."""
+    stepped = target["step"].is_not_null().any() and reference["step"].is_not_null().any()
+    if not stepped:
+        return key_medians(target, reference)
+    twins = twin_baselines(target, reference, by)
+    rest = target.select("_row").join(twins.select("_row"), on="_row", how="anti")
+    return pl.concat([twins, no_baseline(rest)]).sort("_row")
