@@ -1,73 +1,97 @@
-"""Score single-trace detection against paired (isolated-baseline) labels on the h200-ddp pairs.
+"""Score every label source against twin labels, and choose the detector's settings leave-one-model-out.
 
     python bench/detector_f1.py [--corpus ../shared/datasets/h200-ddp/nsys]
 
-Prints, per pair, the paired cases and the detector's precision / recall / F1, with and without the
-IsolationForest gate, and the ratio-threshold sweep that chose the default.
+Twin labels (`detect TRACE --baseline ISOLATED`) are the truth. For each pair it prints the single-trace
+detector's precision / recall / F1 (isolated steps hidden from it), the same without the forest (band =
+threshold), how many labels the forest changes, the in-run labels' F1 where the run has isolated steps, and
+each source's unoverlapped false-positive rate (kernels no communication touched that are labelled cases,
+or that exceed 1.2x their baseline). Then, for each model held out in turn, the band and contamination
+that score best on the other models, and the held-out F1 with them.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import itertools
 from pathlib import Path
 
-import numpy as np
 import polars as pl
-from sklearn.ensemble import IsolationForest
 
 from analyzers.detection.detector import SlowdownDetector
-from analyzers.detection.features import FEATURES, feature_table
-from analyzers.overlap import comm_overlap
 from traceql.commands.detect import detect
-from traceql.model.names import with_signature
-from traceql.trace import read_trace
 
-PAIRS = [("toy", "cap25"), ("toy", "cap2"), ("gpt2", "cap25"), ("gpt2", "cap2")]
+ROOT = Path(__file__).resolve().parents[1]
+BANDS, CONTAMINATIONS = (1.05, 1.1, 1.15, 1.2), (0.02, 0.05, 0.1, 0.2)
+
+
+def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
+    """(model, name, trace, isolated run) of every pair we have."""
+    out = [("toy" if m == "toy" else "gpt2", f"{m} {c}", corpus / f"{m}_ddp2_{c}.sqlite", corpus / f"{m}_single.sqlite")
+           for m in ("toy", "gpt2") for c in ("cap25", "cap2")]
+    ours = ROOT / "datasets"
+    out += [("gpt2", "embedded gpt2", ours / "default/gpt2-nsys", ours / "default/gpt2-single-nsys"),
+            ("gpt2", "in-run gpt2", ours / "inrun/gpt2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
+            ("gpt2", "in-run gpt2 cap2", ours / "runs/gpt2-cap2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
+            ("resnet50", "in-run resnet50", ours / "runs/resnet50-inrun-nsys", ours / "runs/resnet50-single-nsys")]
+    return [p for p in out if p[2].exists()]
 
 
 def prf(pred: pl.Series, truth: pl.Series) -> tuple[float, float, float]:
-    tp = int((pred & truth).sum())
-    fp = int((pred & ~truth).sum())
-    fn = int((~pred & truth).sum())
+    tp, fp, fn = int((pred & truth).sum()), int((pred & ~truth).sum()), int((~pred & truth).sum())
     p = tp / (tp + fp) if tp + fp else 0.0
     r = tp / (tp + fn) if tp + fn else 0.0
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
-def forest_alone_best_f1(trace: Path, truth: pl.Series) -> float:
-    """An IsolationForest on the features alone, overlapped kernels cut at the best possible score."""
-    with read_trace(trace) as t:
-        feats = feature_table(comm_overlap(with_signature(t.kernels)))
-    X = feats.select(FEATURES).to_numpy()
-    score = -IsolationForest(n_estimators=200, random_state=0).fit(X).score_samples(X)
-    overlapped = feats["comm_overlap_ns"].to_numpy() > 0
-    cuts = np.quantile(score, np.linspace(0.5, 0.995, 100))
-    return max(prf(pl.Series(overlapped & (score > c)), truth)[2] for c in cuts)
+def normal(frame: pl.DataFrame) -> pl.Series:
+    """The kernels of normal training steps (not the isolated steps' own)."""
+    return frame["baseline_kind"] != "reference"
+
+
+def unoverlapped_fp(frame: pl.DataFrame) -> float:
+    """Share of unoverlapped kernels (with a baseline) that are cases or exceed 1.2x their baseline."""
+    clean = frame.filter((pl.col("comm_overlap_ns") == 0) & pl.col("baseline_ns").is_not_null())
+    return float((clean["is_slowdown"] | (clean["slowdown_ratio"] > 1.2)).mean()) if clean.height else 0.0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    corpus = Path(__file__).resolve().parents[2] / "shared/datasets/h200-ddp/nsys"
-    ap.add_argument("--corpus", type=Path, default=corpus)
+    ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/datasets/h200-ddp/nsys")
     args = ap.parse_args()
-    print(f"{'pair':<16}{'cases':>7}{'detector':>9}{'P':>7}{'R':>7}{'F1':>7}   {'no-gate F1':>10}   "
-          "threshold sweep F1 @1.1/1.15/1.2/1.25/1.3   forest-alone best F1")
-    for model, cap in PAIRS:
-        trace = args.corpus / f"{model}_ddp2_{cap}.sqlite"
-        iso = args.corpus / f"{model}_single.sqlite"
-        t0 = time.perf_counter()
-        paired = detect(trace, baseline=[iso]).kernels
-        single = detect(trace).kernels
-        elapsed = time.perf_counter() - t0
-        truth = paired["is_slowdown"]
-        p, r, f = prf(single["is_slowdown"], truth)
-        nogate = detect(trace, detector=SlowdownDetector(normal_quantile=1.0)).kernels["is_slowdown"]
-        sweep = [prf(detect(trace, threshold=t).kernels["is_slowdown"], truth)[2] for t in (1.1, 1.15, 1.2, 1.25, 1.3)]
-        print(f"{model + '_' + cap:<16}{int(truth.sum()):>7}{int(single['is_slowdown'].sum()):>9}"
-              f"{p:>7.3f}{r:>7.3f}{f:>7.3f}   {prf(nogate, truth)[2]:>10.3f}   "
-              + " ".join(f"{s:.3f}" for s in sweep) + f"   {forest_alone_best_f1(trace, truth):.3f}"
-              + f"   ({elapsed:.1f}s for both runs)")
+    found = pairs(args.corpus)
+    truth = {name: detect(t, baseline=[i]).kernels for _, name, t, i in found}
+    print(f"{'pair':<18}{'cases':>6}{'P':>7}{'R':>7}{'F1':>7}{'no forest':>10}{'changed':>8}{'in-run F1':>10}"
+          f"{'unovl FP: twin/in-run/det':>28}")
+    grid: dict[tuple[str, tuple[float, float]], float] = {}
+    for _model, name, trace, _ in found:
+        gt = truth[name]
+        keep = normal(gt)
+        single = detect(trace, single_trace=True).kernels
+        plain = detect(trace, single_trace=True, detector=SlowdownDetector(band=1.2)).kernels
+        inrun = detect(trace).kernels
+        has_inrun = inrun["label_source"][0] == "inrun"
+        p, r, f = prf(single["is_slowdown"].filter(keep), gt["is_slowdown"].filter(keep))
+        nf = prf(plain["is_slowdown"].filter(keep), gt["is_slowdown"].filter(keep))[2]
+        changed = int((plain["is_slowdown"] != single["is_slowdown"]).sum())
+        ir = f"{prf(inrun['is_slowdown'].filter(keep), gt['is_slowdown'].filter(keep))[2]:.3f}" if has_inrun else "-"
+        fps = "/".join(f"{unoverlapped_fp(x):.4f}" if x is not None else "-"
+                       for x in (gt, inrun if has_inrun else None, single))
+        print(f"{name:<18}{int(gt['is_slowdown'].sum()):>6}{p:>7.3f}{r:>7.3f}{f:>7.3f}{nf:>10.3f}{changed:>8}{ir:>10}"
+              f"{fps:>28}")
+        for band, cont in itertools.product(BANDS, CONTAMINATIONS):
+            det = SlowdownDetector(band=band, contamination=cont)
+            pred = detect(trace, single_trace=True, detector=det).kernels["is_slowdown"]
+            grid[(name, (band, cont))] = prf(pred.filter(keep), gt["is_slowdown"].filter(keep))[2]
+    print("\nleave one model out: settings chosen on the other models, F1 on the held-out one")
+    models = sorted({m for m, *_ in found})
+    for held in models:
+        train = [n for m, n, *_ in found if m != held]
+        test = [n for m, n, *_ in found if m == held]
+        best = max(itertools.product(BANDS, CONTAMINATIONS),
+                   key=lambda s: (sum(grid[(n, s)] for n in train) / len(train), -s[0]))
+        scores = ", ".join(f"{n} {grid[(n, best)]:.3f}" for n in test)
+        print(f"  held out {held:<9} band {best[0]}, contamination {best[1]}: {scores}")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from analyzers.baselines.twins import REFERENCE, no_baseline, reference_baseline
 from analyzers.breakdown import rank_breakdown
 from analyzers.cases import rank_cases, top_signatures
 from analyzers.compat import hta_view
+from analyzers.detection.ddp import bucket_copies
 from analyzers.detection.detector import SlowdownDetector
-from analyzers.detection.features import FEATURES, feature_table
+from analyzers.detection.features import COLUMNS, feature_table
 from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
 from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
@@ -147,12 +148,16 @@ def _no_kernels(timeline: Timeline) -> DetectResult:
 
 
 def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
-    """Compute kernels with overlap, features, the detector's score (the detector fitted on them) and ``_row``."""
-    features = feature_table(comm_overlap(kernels)).with_row_index("_row")
+    """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
+    kernels outside isolated steps: those are a reference, hidden from it)."""
+    overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row")
+    isolated = _isolated(overlap)
+    features = feature_table(overlap.filter(~isolated))
     if features.is_empty():
         return features.with_columns(pl.lit(None, pl.Float64).alias("score"))
-    model.fit(features.select(FEATURES).to_numpy())
-    return with_scores(features, model)
+    model.fit(features.select(COLUMNS).to_numpy())
+    scored = with_scores(features, model)
+    return pl.concat([scored, overlap.filter(isolated)], how="diagonal_relaxed").sort("_row")
 
 
 def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
@@ -175,6 +180,15 @@ def _own(rows: pl.DataFrame) -> pl.DataFrame:
     return no_baseline(rows, REFERENCE)
 
 
+def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """The detector's labels; the isolated steps' own kernels (hidden from it) stay a reference."""
+    isolated = _isolated(scored)
+    labelled = detector_labels(scored.filter(~isolated), model)
+    reference = scored.filter(isolated).join(_own(scored.filter(isolated)), on="_row").with_columns(
+        pl.lit(False).alias("is_slowdown"), pl.lit("detector").alias("label_source"))
+    return pl.concat([labelled, reference], how="diagonal_relaxed").sort("_row")
+
+
 def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """Each normal step's kernels against their twins in the same rank's isolated steps."""
     isolated = _isolated(scored)
@@ -192,8 +206,9 @@ def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFra
 
 def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: float = PAIRED_FACTOR,
           top: int = 10, detector: SlowdownDetector | None = None, hta_compat: bool = False,
-          metrics: pl.DataFrame | None = None) -> DetectResult:
-    """Label every compute kernel of ``timeline``: against ``baseline`` when given, else by the detector."""
+          metrics: pl.DataFrame | None = None, single_trace: bool = False) -> DetectResult:
+    """Label every compute kernel of ``timeline``: against ``baseline`` when given, else against its isolated
+    steps, else (or with ``single_trace``, its isolated steps hidden) by the detector."""
     kernels = timeline.kernels
     if kernels.filter(pl.col("kind") == "compute").is_empty():
         return _no_kernels(timeline)
@@ -206,10 +221,10 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         labelled, rate, more = _paired(scored, baseline, threshold)
         notes += more
         mode = "baseline"
-    elif timeline.has_isolated_steps():
+    elif timeline.has_isolated_steps() and not single_trace:
         labelled, mode = _inrun(scored, threshold), "inrun"
     else:
-        labelled, mode = detector_labels(scored, model), "detector"
+        labelled, mode = _detected(scored, model), "detector"
     out = labelled.select(*schema.CASES)
     if metrics is not None:
         out, metrics_rate, more = _with_metrics(labelled, metrics)

@@ -1,19 +1,55 @@
-"""The within-trace estimate of a kernel's unslowed duration: the median duration of its signature's
-instances that no communication kernel overlapped, in the same run; a signature that is always overlapped
-falls back to the median of all its instances (so no slowdown can be claimed for it)."""
+"""Within-trace estimates of a kernel's unslowed duration, from the trace alone (no isolated reference).
+
+The trace's own steps are aligned with its canonical step (``twins``: the same alignment, the trace as its
+own reference); each kernel then has a *position*, the same kernel at the same place of every step and rank.
+
+- ``position_clean_ns``: median duration of the position's instances that no communication overlapped;
+- ``position_min_ns``, ``position_min_frac``: the position's shortest instance, and its least overlap fraction;
+- ``key_clean_ns``: median duration of the key's unoverlapped instances anywhere in the run.
+
+``estimate_ns`` takes the first that holds: the position's clean median; the position's minimum when some
+instance there was overlapped less than half; the key's clean median; the position's minimum. A kernel with
+none (no steps, and no unoverlapped instance of its key) has no estimate: ``estimate_source`` none.
+"""
 
 from __future__ import annotations
 
 import polars as pl
 
+from analyzers.baselines.twins import twin_baselines
 
-def within_trace_baseline(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``run_id, signature → estimate_ns, clean_count, clean_mad_ns`` from a frame with ``comm_overlap_ns``."""
+MOSTLY_CLEAN = 0.5  # a position instance overlapped less than this is a fair reference
+
+
+def self_positions(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``_row → position``: each kernel's place in the trace's canonical step (null outside the steps)."""
+    if kernels["step"].is_null().all():
+        return kernels.select("_row", pl.lit(None, pl.Int64).alias("position"))
+    aligned = twin_baselines(kernels, kernels)
+    return kernels.select("_row").join(aligned.select("_row", pl.col("twin_pos").alias("position")), on="_row",
+                                       how="left", maintain_order="left")
+
+
+def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` (compute, with ``_row``, ``key``, steps and ``comm_overlap_ns``/``_frac``) plus the
+    estimates above, ``estimate_ns`` and ``estimate_source`` (position, position-min, key, none)."""
     clean = pl.col("comm_overlap_ns") == 0
-    dur = pl.col("duration_ns")
-    clean_dur = dur.filter(clean)
-    return kernels.group_by("run_id", "signature").agg(
-        clean_dur.median().fill_null(dur.median()).alias("estimate_ns"),
-        clean.sum().alias("clean_count"),
-        (clean_dur - clean_dur.median()).abs().median().fill_null(0.0).alias("clean_mad_ns"),
+    dur = pl.col("duration_ns").cast(pl.Float64)
+    pos = ["run_id", "position"]
+    out = kernels.join(self_positions(kernels), on="_row", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("position").is_not_null()).then(dur.filter(clean).median().over(pos))
+        .alias("position_clean_ns"),
+        pl.when(pl.col("position").is_not_null()).then(dur.min().over(pos)).alias("position_min_ns"),
+        pl.when(pl.col("position").is_not_null()).then(pl.col("comm_overlap_frac").min().over(pos))
+        .alias("position_min_frac"),
+        dur.filter(clean).median().over("run_id", "key").alias("key_clean_ns"),
     )
+    mostly_clean = pl.col("position_min_frac") < MOSTLY_CLEAN
+    choices = [("position", pl.col("position_clean_ns")),
+               ("position-min", pl.when(mostly_clean).then(pl.col("position_min_ns"))),
+               ("key", pl.col("key_clean_ns")),
+               ("position-min", pl.col("position_min_ns"))]
+    source = pl.lit("none")
+    for name, value in reversed(choices):
+        source = pl.when(value.is_not_null()).then(pl.lit(name)).otherwise(source)
+    return out.with_columns(pl.coalesce(*(v for _, v in choices)).alias("estimate_ns"), source.alias("estimate_source"))

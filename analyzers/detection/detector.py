@@ -1,10 +1,11 @@
 """SlowdownDetector: labels compute kernels slowed by overlapping communication, from one trace.
 
-A scikit-learn estimator. ``fit`` learns, with an IsolationForest, how the timing of kernels that no
-communication overlapped normally varies (features ``log_ratio``, ``log_duration``, ``robust_z``). A kernel
-is a slowdown case (``predict`` → -1) when communication overlapped it, it ran longer than ``threshold`` ×
-its signature's within-trace unslowed estimate, and its timing is more unusual than ``normal_quantile`` of
-the unoverlapped kernels (IsolationForest score below ``offset_``).
+A scikit-learn estimator over ``analyzers.detection.features.COLUMNS``. A kernel with a within-trace
+reference that communication overlapped is a slowdown case (``predict`` → -1) when it ran longer than
+``threshold`` × its estimate — or longer than ``band`` × it and its timing is among the ``contamination``
+most abnormal of the overlapped kernels, by an IsolationForest fitted on them (``fit``). The forest decides
+the band below the threshold, where an estimate's own error (a few percent) and a real slowdown meet.
+Kernels with no reference (``no_reference``) are never cases.
 """
 
 from __future__ import annotations
@@ -16,62 +17,75 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.ensemble import IsolationForest
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from analyzers.detection.features import FEATURES
+from analyzers.detection.features import COLUMNS, FEATURES
 
-LOG_RATIO, FRAC = FEATURES.index("log_ratio"), FEATURES.index("comm_overlap_frac")
-FOREST_COLS = [FEATURES.index(c) for c in ("log_ratio", "log_duration", "robust_z")]
-MIN_REFERENCE = 16
+RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
+FOREST = [COLUMNS.index(c) for c in FEATURES]
+MIN_FIT = 16
 
 
 class SlowdownDetector(OutlierMixin, BaseEstimator):
-    """Single-trace slowdown labels; input columns are ``analyzers.features.FEATURES`` in that order."""
+    """Single-trace slowdown labels; input columns are ``analyzers.detection.features.COLUMNS`` in order
+    (NaN where a value is missing: ``log_ratio`` NaN means no estimate)."""
 
     def __init__(
         self,
         threshold: float = 1.2,
-        normal_quantile: float = 0.5,
+        band: float = 1.1,
+        contamination: float = 0.05,
         n_estimators: int = 200,
         max_samples: int | str = "auto",
         random_state: int | None = 0,
     ) -> None:
         self.threshold = threshold
-        self.normal_quantile = normal_quantile
+        self.band = band
+        self.contamination = contamination
         self.n_estimators = n_estimators
         self.max_samples = max_samples
         self.random_state = random_state
 
     def _check(self, X: Any) -> np.ndarray:
-        X = check_array(X, dtype=np.float64, ensure_all_finite=True)
-        if X.shape[1] != len(FEATURES):
-            raise ValueError(f"expected {len(FEATURES)} feature columns ({', '.join(FEATURES)}), got {X.shape[1]}")
+        X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        if X.shape[1] != len(COLUMNS):
+            raise ValueError(f"expected {len(COLUMNS)} feature columns ({', '.join(COLUMNS)}), got {X.shape[1]}")
         return X
+
+    def _candidates(self, X: np.ndarray) -> np.ndarray:
+        """Overlapped kernels that have a reference."""
+        return (np.nan_to_num(X[:, FRAC]) > 0.0) & (X[:, NO_REF] < 0.5) & ~np.isnan(X[:, RATIO])
 
     def fit(self, X: Any, y: Any = None) -> SlowdownDetector:
         if self.threshold <= 1.0:
             raise ValueError(f"threshold must be > 1.0, got {self.threshold}")
-        if not 0.0 < self.normal_quantile <= 1.0:
-            raise ValueError(f"normal_quantile must be in (0, 1], got {self.normal_quantile}")
+        if not 1.0 < self.band <= self.threshold:
+            raise ValueError(f"band must be in (1, threshold], got {self.band}")
+        if not 0.0 <= self.contamination < 0.5:
+            raise ValueError(f"contamination must be in [0, 0.5), got {self.contamination}")
         X = self._check(X)
-        clean = X[:, FRAC] <= 0.0
-        reference = X[clean] if clean.sum() >= MIN_REFERENCE else X
-        self.forest_ = IsolationForest(
-            n_estimators=self.n_estimators, max_samples=self.max_samples, random_state=self.random_state
-        ).fit(reference[:, FOREST_COLS])
-        self.offset_ = float(np.quantile(self.forest_.score_samples(reference[:, FOREST_COLS]), self.normal_quantile))
-        self.n_reference_ = int(len(reference))
+        fit_on = X[self._candidates(X)]
+        fit_on = fit_on if len(fit_on) >= MIN_FIT else X
+        timing = np.nan_to_num(fit_on[:, FOREST])
+        self.forest_ = IsolationForest(n_estimators=self.n_estimators, max_samples=self.max_samples,
+                                       random_state=self.random_state).fit(timing)
+        scores = self.forest_.score_samples(timing)
+        self.offset_ = float(np.quantile(scores, self.contamination)) if self.contamination > 0 else -np.inf
+        self.n_fit_ = int(len(fit_on))
         self.n_features_in_ = X.shape[1]
         return self
 
     def score_samples(self, X: Any) -> np.ndarray:
         """IsolationForest score of each kernel's timing: lower = more abnormal."""
         check_is_fitted(self)
-        return self.forest_.score_samples(self._check(X)[:, FOREST_COLS])
+        return self.forest_.score_samples(np.nan_to_num(self._check(X)[:, FOREST]))
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Negative for slowdown cases, positive otherwise."""
         X = self._check(X)
-        margin = np.maximum(np.log(self.threshold) - X[:, LOG_RATIO], self.score_samples(X) - self.offset_)
-        return np.where(X[:, FRAC] > 0.0, margin, np.abs(margin) + 1e-12)
+        ratio = np.nan_to_num(X[:, RATIO], nan=-np.inf)
+        above = ratio - np.log(self.threshold)
+        banded = np.minimum(ratio - np.log(self.band), self.offset_ - self.score_samples(X))
+        margin = -np.maximum(above, banded)  # negative when over the threshold, or in the band and abnormal
+        return np.where(self._candidates(X), margin, np.abs(margin) + 1.0)
 
     def predict(self, X: Any) -> np.ndarray:
         """-1 for a slowdown case, +1 otherwise."""

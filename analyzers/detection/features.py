@@ -1,28 +1,36 @@
-"""The feature table of compute kernels that the slowdown detector reads."""
+"""The feature table of compute kernels that the slowdown detector reads, from the trace alone.
+
+- ``log_ratio``: ln(duration / within-trace estimate) (``baselines.within_trace``);
+- ``log_key_ratio``: ln(duration / the key's unoverlapped median), 0 where the key never ran unoverlapped;
+- ``log_min_ratio``: ln(duration / the shortest instance at its step position), 0 outside the steps;
+- ``log_duration``: ln(duration);
+- ``comm_overlap_frac``: the share of the kernel that communication overlapped;
+- ``no_reference``: 1 when the trace holds nothing to compare it with: no estimate, or a kernel only DDP runs
+  (``ddp.bucket_copies``) — then it is never a case.
+"""
 
 from __future__ import annotations
 
 import polars as pl
 
-from analyzers.baselines.within_trace import within_trace_baseline
+from analyzers.baselines.within_trace import within_trace_estimates
 
-FEATURES = ["log_ratio", "log_duration", "robust_z", "comm_overlap_frac"]
+FEATURES = ["log_ratio", "log_key_ratio", "log_min_ratio", "log_duration"]  # what the forest sees
+COLUMNS = [*FEATURES, "comm_overlap_frac", "no_reference"]  # what the detector reads
 
 
 def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
-    """Add the detector's features to a frame of compute kernels with ``signature`` and ``comm_overlap_ns``.
-
-    - ``estimate_ns``: the within-trace unslowed duration of the kernel's signature (see ``baselines``)
-    - ``log_ratio``: ln(duration / estimate)
-    - ``log_duration``: ln(duration)
-    - ``robust_z``: (duration − estimate) / (the signature's unoverlapped MAD + 1 % of the estimate), in ±50
-    - ``comm_overlap_frac``: the share of the kernel that communication overlapped
-    """
-    est = within_trace_baseline(overlap)
+    """Add the estimates and the detector's :data:`COLUMNS` to compute kernels with ``_row``, ``key``, steps,
+    ``comm_overlap_ns``/``_frac`` and ``ddp_copy``."""
     dur = pl.col("duration_ns").cast(pl.Float64).clip(lower_bound=1.0)
-    estimate = pl.col("estimate_ns").clip(lower_bound=1.0)
-    return overlap.join(est, on=["run_id", "signature"], how="left", maintain_order="left").with_columns(
-        (dur / estimate).log().alias("log_ratio"),
+
+    def log_ratio(col: str) -> pl.Expr:
+        return (dur / pl.col(col).clip(lower_bound=1.0)).log()
+
+    return within_trace_estimates(overlap).with_columns(
+        log_ratio("estimate_ns").alias("log_ratio"),
+        log_ratio("key_clean_ns").fill_null(0.0).alias("log_key_ratio"),
+        log_ratio("position_min_ns").fill_null(0.0).alias("log_min_ratio"),
         dur.log().alias("log_duration"),
-        ((dur - estimate) / (pl.col("clean_mad_ns") + 0.01 * estimate)).clip(-50.0, 50.0).alias("robust_z"),
+        (pl.col("estimate_ns").is_null() | pl.col("ddp_copy")).cast(pl.Float64).alias("no_reference"),
     )

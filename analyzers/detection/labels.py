@@ -8,7 +8,7 @@ import polars as pl
 
 from analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
 from analyzers.detection.detector import SlowdownDetector
-from analyzers.detection.features import FEATURES
+from analyzers.detection.features import COLUMNS
 
 PAIRED_FACTOR = 1.2
 ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference
@@ -35,14 +35,16 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
 
 
 def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
-    """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate)."""
-    is_case = detector.predict(features.select(FEATURES).to_numpy()) == -1
+    """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate),
+    or none where the trace holds no reference for the kernel (never a case)."""
+    is_case = detector.predict(features.select(COLUMNS).to_numpy()) == -1
+    has_reference = pl.col("no_reference") == 0
     return features.with_columns(
-        pl.col("estimate_ns").alias("baseline_ns"),
-        pl.lit(ESTIMATE).alias("baseline_kind"),
+        pl.when(has_reference).then(pl.col("estimate_ns")).alias("baseline_ns"),
+        pl.when(has_reference).then(pl.lit(ESTIMATE)).otherwise(pl.lit(NONE)).alias("baseline_kind"),
         pl.lit(None, pl.String).alias("twin_key"),
         pl.lit(None, pl.Int64).alias("twin_pos"),
-        (pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),
+        pl.when(has_reference).then(pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),
         pl.Series("is_slowdown", is_case),
         pl.lit("detector").alias("label_source"),
     )
@@ -50,5 +52,5 @@ def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.Da
 
 def with_scores(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
     """Add the detector's ``score`` (IsolationForest score: lower = more abnormal timing)."""
-    scores = detector.score_samples(features.select(FEATURES).to_numpy()) if features.height else np.empty(0)
+    scores = detector.score_samples(features.select(COLUMNS).to_numpy()) if features.height else np.empty(0)
     return features.with_columns(pl.Series("score", scores, dtype=pl.Float64))

@@ -44,6 +44,9 @@ def detect(
     hta_compat: Annotated[
         bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
     ] = False,
+    single_trace: Annotated[
+        bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
+    ] = False,
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
     from traceql.commands.detect import detect as run_detect
@@ -51,7 +54,7 @@ def detect(
 
     with spinner("detecting…"):
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
-                            metrics=metrics or None, hta_compat=hta_compat)
+                            metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace)
     for text in result.notes:
         note(text)
     if out is not None:

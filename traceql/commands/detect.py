@@ -23,6 +23,7 @@ def detect(
     detector: SlowdownDetector | None = None,
     hta_compat: bool = False,
     metrics: Sequence[str | Path] | None = None,
+    single_trace: bool = False,
 ) -> DetectResult:
     """Label every compute kernel of a trace as slowed by communication or not.
 
@@ -31,7 +32,9 @@ def detect(
     :class:`SlowdownDetector` labels from the trace alone. With neither paths nor baseline, the embedded
     example trace and its isolated baseline. ``hta_compat`` computes the per-rank breakdown as Holistic
     Trace Analysis 0.5.0 does (``analyzers.compat``); labels stay exact. ``metrics`` (ncu CSVs of the same
-    workload) adds the ``ncu_*`` metrics to every compute kernel (``analyzers.metrics``).
+    workload) adds the ``ncu_*`` metrics to every compute kernel (``analyzers.metrics``). Without a
+    baseline, a trace with isolated steps (``step_<i>_nosync``) is labelled against them, unless
+    ``single_trace`` hides them and asks the detector.
     """
     if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
         paths = None
@@ -42,4 +45,4 @@ def detect(
     timeline = read_timeline(paths)
     iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
     return label(timeline, baseline=iso, threshold=threshold, top=top, detector=detector, hta_compat=hta_compat,
-                 metrics=ncu)
+                 metrics=ncu, single_trace=single_trace)
