@@ -79,6 +79,10 @@ def print_detect(result: Any) -> None:
         ref = kinds.get("reference", 0)
         console.print(f"twins: {kinds['twin']:,} kernels; no twin: {kinds.get('none', 0):,} (not cases)"
                       + (f"; isolated steps: {ref:,}" if ref else ""))
+    elif kinds.get("estimate"):
+        ref = kinds.get("reference", 0)
+        console.print(f"estimates: {kinds['estimate']:,} kernels; no reference: {kinds.get('none', 0):,} "
+                      "(not cases)" + (f"; isolated steps: {ref:,}" if ref else ""))
     elif kinds.get("key-median"):
         console.print(f"no steps to align: key medians for {kinds['key-median']:,} kernels; "
                       f"no match: {kinds.get('none', 0):,} (not cases)")
