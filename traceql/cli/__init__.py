@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from traceql.cli import collect, dataset, detect, info, query
+from traceql.cli import collect, dataset, detect, export, info, query, report
 
 app = typer.Typer(
     help="Trace analysis and slowdown detection for distributed PyTorch training.",
@@ -18,6 +18,7 @@ app.command()(query.query)
 app.command()(detect.detect)
 app.command()(collect.collect)
 app.add_typer(dataset.app, name="dataset")
+app.add_typer(export.app, name="export")
 
 if __name__ == "__main__":  # python -m traceql.cli
     app()

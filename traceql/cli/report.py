@@ -1,0 +1,3 @@
+"""`traceql report`: one self-contained HTML page of what detect found."""
+
+from __future__ import annotations
