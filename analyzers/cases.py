@@ -28,6 +28,7 @@ def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
         cases.group_by("signature")
         .agg(
             pl.col("short_name").first(),
+            pl.col("name").mode().sort().first().alias("name"),
             pl.len().cast(pl.Int64).alias("cases"),
             pl.col("slowdown_ratio").median().round(3).alias("median_ratio"),
             time_lost().alias("time_lost_ns"),
@@ -36,5 +37,6 @@ def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
         .join(instances, on="signature")
         .sort(["time_lost_ns", "signature"], descending=[True, False])
         .head(top)
-        .select("signature", "short_name", "cases", "instances", "median_ratio", "time_lost_ns", "concurrent_comm")
+        .select("signature", "short_name", "name", "cases", "instances", "median_ratio", "time_lost_ns",
+                "concurrent_comm")
     )

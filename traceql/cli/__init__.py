@@ -17,6 +17,7 @@ app.command()(info.info)
 app.command()(query.query)
 app.command()(detect.detect)
 app.command()(collect.collect)
+app.command()(report.report)
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(export.app, name="export")
 

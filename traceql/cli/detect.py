@@ -20,6 +20,7 @@ from traceql.cli.common import (
     spinner,
     table,
 )
+from traceql.model.names import display_name
 
 OUT_FORMATS = {".csv": "csv", ".json": "json"}  # by suffix; anything else is parquet
 
@@ -105,7 +106,7 @@ def print_detect(result: Any) -> None:
                                                           "next to"), wrap={"kernel, grid / block"})
     for t in result.top_signatures.iter_rows(named=True):
         shape = t["signature"][len(t["short_name"]):].strip()
-        top.add_row(f"{t['short_name']}\n  {shape}", f"{t['cases']:,}/{t['instances']:,}",
+        top.add_row(f"{display_name(t['name'], t['short_name'])}\n  {shape}", f"{t['cases']:,}/{t['instances']:,}",
                     f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
     console.print(top)
     console.print("cases: slowed / all instances; ratio: median slowdown of the cases")

@@ -78,6 +78,16 @@ def identity(name: str) -> str:
     return " ".join(t for t in _TOKEN.findall(text) if t not in _NOISE)
 
 
+_TELLS_APART = re.compile(r"Functor|functor|gemm|Gemm|GEMM|_kernel_cuda|Op$")
+
+
+def display_name(name: str, short: str) -> str:
+    """The short name and what tells it apart from other kernels of that short name — its functor
+    (``vectorized_elementwise_kernel [MulFunctor]``) or its GEMM configuration (``Kernel2 [..._sgemm_128x64...]``)."""
+    words = [w for w in identity(name).split() if w != short and _TELLS_APART.search(w)]
+    return f"{short} [{words[-1]}]" if words else short
+
+
 def short_names(names: pl.Series, column: str = "name") -> pl.DataFrame:
     """``column → short_name`` for the distinct names of a column (one Python call per distinct name)."""
     import polars as pl

@@ -57,7 +57,8 @@ ORDER_BY: dict[str, str] = {
 # `detect`: one row per compute kernel (the --out columns) ...
 CASES: dict[str, pl.DataType] = {
     "run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64, "duration_ns": I64,
-    "name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64, "concurrent_comm": STR,
+    "name": STR, "short_name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64,
+    "concurrent_comm": STR,
     "step": I32, "step_kind": STR, "baseline_ns": F64, "baseline_kind": STR, "twin_key": STR, "twin_pos": I64,
     "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
 }
@@ -69,7 +70,7 @@ RANK_SUMMARY: dict[str, pl.DataType] = {
 }
 # ... and the slowed signatures by time lost.
 TOP_SIGNATURES: dict[str, pl.DataType] = {
-    "signature": STR, "short_name": STR, "cases": I64, "instances": I64, "median_ratio": F64,
+    "signature": STR, "short_name": STR, "name": STR, "cases": I64, "instances": I64, "median_ratio": F64,
     "time_lost_ns": I64, "concurrent_comm": STR,
 }
 

@@ -1,0 +1,61 @@
+"""The data of the report: a step's timeline per rank, the slowdown ratios by collective, time lost per step."""
+
+from __future__ import annotations
+
+import polars as pl
+
+CATEGORIES = ("slowed", "compute", "communication", "memory")  # drawing order: slowed kernels on top
+
+
+def step_cost(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank, step) of the normal steps: its GPU time (first start to last end of what it
+    launched), cases and time lost."""
+    cols = ["run_id", "rank", "step", "step_kind", "start_ns", "end_ns"]
+    activity = pl.concat([kernels.select(cols), memops.select(cols)]).filter(pl.col("step_kind") == "sync")
+    span = activity.group_by("run_id", "rank", "step").agg(
+        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
+    lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
+    cases = labelled.filter(pl.col("step_kind") == "sync").group_by("run_id", "rank", "step").agg(
+        pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
+        lost.sum().fill_null(0).round(0).cast(pl.Int64).alias("time_lost_ns"))
+    return (span.join(cases, on=["run_id", "rank", "step"], how="left")
+            .with_columns(pl.col("cases", "time_lost_ns").fill_null(0))
+            .sort("run_id", "rank", "step"))
+
+
+def busiest_step(cost: pl.DataFrame) -> int | None:
+    """The normal step with the most time lost over all ranks (the earliest on a tie); None without steps."""
+    if cost.is_empty():
+        return None
+    per_step = cost.group_by("step").agg(pl.col("time_lost_ns").sum()).sort(["time_lost_ns", "step"],
+                                                                           descending=[True, False])
+    return int(per_step["step"][0])
+
+
+def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame, step: int) -> pl.DataFrame:
+    """Everything the normal step ``step`` launched, per rank, with times in ms from the rank's first start
+    in it: ``run_id, rank, stream, start_ms, duration_ms, category, name, ratio, baseline_ns, collective``."""
+    in_step = (pl.col("step") == step) & (pl.col("step_kind") == "sync")
+    compute = labelled.filter(in_step).select(
+        "run_id", "rank", "stream", "start_ns", "duration_ns",
+        pl.when(pl.col("is_slowdown")).then(pl.lit("slowed")).otherwise(pl.lit("compute")).alias("category"),
+        pl.col("short_name").alias("name"), pl.col("slowdown_ratio").alias("ratio"), "baseline_ns",
+        pl.col("concurrent_comm").alias("collective"))
+    comm = kernels.filter(in_step & (pl.col("kind") == "comm")).select(
+        "run_id", "rank", "stream", "start_ns", "duration_ns", pl.lit("communication").alias("category"),
+        pl.col("short_name").alias("name"), pl.lit(None, pl.Float64).alias("ratio"),
+        pl.lit(None, pl.Float64).alias("baseline_ns"), pl.col("collective"))
+    memory = memops.filter(in_step).select(
+        "run_id", "rank", "stream", "start_ns", "duration_ns", pl.lit("memory").alias("category"),
+        pl.col("copy_kind").alias("name"), pl.lit(None, pl.Float64).alias("ratio"),
+        pl.lit(None, pl.Float64).alias("baseline_ns"), pl.lit(None, pl.String).alias("collective"))
+    frame = pl.concat([compute, comm, memory], how="vertical_relaxed")
+    origin = pl.col("start_ns").min().over("run_id", "rank")
+    return frame.with_columns(((pl.col("start_ns") - origin) / 1e6).alias("start_ms"),
+                              (pl.col("duration_ns") / 1e6).alias("duration_ms")).sort("run_id", "rank", "start_ns")
+
+
+def ratio_distribution(labelled: pl.DataFrame) -> pl.DataFrame:
+    """The slowdown ratio of every overlapped compute kernel with a baseline, and the collective it ran next to."""
+    return labelled.filter((pl.col("comm_overlap_ns") > 0) & pl.col("slowdown_ratio").is_not_null()).select(
+        "slowdown_ratio", pl.col("concurrent_comm").fill_null("comm"), "is_slowdown")

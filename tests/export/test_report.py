@@ -1,0 +1,96 @@
+"""`traceql report`: one self-contained HTML page, checked in a real headless Chromium: it loads with no
+console error and offline, and its plots drew (the timeline with the slowed kernels among them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.paths import DDP_TRACE, ROOT, RUNS, SINGLE_TRACE
+from traceql.commands.detect import detect
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = ROOT / ".test-artifacts"  # screenshots to look at (git-ignored)
+FOUR_RANKS = RUNS / "gpt2-4rank-nsys"
+
+
+def render(page_path: Path, png: Path) -> dict:
+    """Open the page in headless Chromium (no network): console errors, plot and bar counts, a screenshot."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        requests: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+        page.goto(page_path.resolve().as_uri())
+        page.wait_for_function("document.querySelectorAll('.plot-container svg.main-svg').length > 0")
+        counts = page.evaluate("""() => ({
+            plots: document.querySelectorAll('.js-plotly-plot').length,
+            svgs: document.querySelectorAll('.plot-container svg.main-svg').length,
+            bars: document.querySelectorAll('g.trace.bars path').length,
+            red: [...document.querySelectorAll('g.trace.bars path')].filter(
+                p => (p.style.fill || '').replace(/ /g, '') === 'rgb(214,39,40)').length,
+            text: document.body.innerText})""")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(png), full_page=True)
+        shutil.copyfile(png, ARTIFACTS / png.name)
+        browser.close()
+    return {**counts, "errors": errors, "requests": requests}
+
+
+def test_report_of_the_embedded_example(invoke, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = invoke("report", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "wrote" in result.stderr and "step 1 drawn" in result.stderr
+    seen = render(out, tmp_path / "report-embedded.png")
+    assert seen["errors"] == [] and seen["requests"] == []  # everything inline: not one request left the file
+    assert seen["plots"] == 4 and seen["svgs"] >= 4
+    cases = detect(DDP_TRACE, baseline=[SINGLE_TRACE]).kernels
+    in_step = cases.filter((cases["step"] == 1) & cases["is_slowdown"]).height
+    assert seen["red"] == in_step > 20  # one red bar per slowed kernel of the step drawn
+    assert seen["bars"] > 1000
+    assert "Top slowed kernels" in seen["text"] and "Kernel2 [cutlass_80_simt_sgemm" in seen["text"]
+
+
+def test_report_of_a_four_rank_run(invoke, tmp_path: Path) -> None:
+    out = tmp_path / "four.html"
+    assert invoke("report", FOUR_RANKS, "--step", 3, "-o", out).exit_code == 0
+    seen = render(out, tmp_path / "report-4rank.png")
+    assert seen["errors"] == []
+    assert all(f"gpt2-4rank-nsys rank {r}" in seen["text"] for r in range(4))
+    assert seen["red"] > 0 and "Timeline of step 3 (the step asked for)" in seen["text"]
+
+
+def test_report_of_a_dataset(invoke, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    assert invoke("dataset", "add", root, DDP_TRACE, "--baseline", SINGLE_TRACE).exit_code == 0
+    out = tmp_path / "ds.html"
+    result = invoke("report", root, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
+    seen = render(out, tmp_path / "report-dataset.png")
+    assert seen["errors"] == [] and seen["plots"] == 1
+    assert f"{summary[0]['cases']}" in seen["text"] and summary[0]["config"] in seen["text"]
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (["-o", "report.txt"], "a report is an .html file"),
+    (["--step", "99", "-o", "r.html"], "the trace has no normal step 99"),
+    (["--threshold", "1.0", "-o", "r.html"], "--threshold must be above 1.0"),
+])
+def test_bad_report_options(invoke, tmp_path: Path, args: list[str], phrase: str) -> None:
+    args = [str(tmp_path / a) if a.endswith((".txt", ".html")) else a for a in args]
+    result = invoke("report", *args)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and phrase in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

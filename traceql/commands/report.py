@@ -1,0 +1,129 @@
+"""`traceql report`: one self-contained HTML page of a trace's slowdown labels, or of a dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from analyzers import reports
+from analyzers.detection.labels import PAIRED_FACTOR
+from traceql.commands import options
+from traceql.errors import OptionError
+from traceql.export import figures
+from traceql.export.files import atomic_write
+from traceql.export.html import figure, frame_table, page, table
+from traceql.labelling import DetectResult, Timeline, label, read_baseline, read_timeline
+from traceql.model.names import display_name
+from traceql.sources import inputs
+
+SOURCES = {"baseline": "paired labels, against the isolated run given",
+           "inrun": "in-run labels, against the trace's own isolated steps",
+           "detector": "single-trace labels, by the detector (no reference)", "none": "no GPU kernels"}
+
+
+@dataclass
+class ReportResult:
+    """What was written: the page, the step drawn (None without steps), the cases it shows."""
+
+    path: Path
+    step: int | None
+    cases: int
+    kind: str  # "trace" or "dataset"
+
+
+def _check_output(output: Path) -> Path:
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise OptionError(f"--output {output}: a report is an .html file")
+    return output
+
+
+def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: str | Path,
+           baseline: Sequence[str | Path] | None = None, step: int | None = None,
+           threshold: float = PAIRED_FACTOR, single_trace: bool = False) -> ReportResult:
+    """Write a report of a trace (labelled as `detect` labels it) or of a dataset folder to ``output``."""
+    output = _check_output(Path(output))
+    options.threshold(threshold)
+    single = Path(paths) if isinstance(paths, (str, Path)) else (Path(paths[0]) if paths and len(paths) == 1 else None)
+    if single is not None and (single / "dataset.json").is_file():
+        return _dataset_report(single, output)
+    if not paths and baseline is None:
+        paths, baseline = None, [inputs.DEFAULT_BASELINE]
+    timeline = read_timeline(paths or None)
+    iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
+    result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)
+    html_text, drawn = _trace_page(timeline, result, step, threshold)
+    atomic_write(output, lambda fh: fh.write(html_text.encode()))
+    return ReportResult(output, drawn, int(result.kernels["is_slowdown"].sum()) if result.kernels.height else 0,
+                        "trace")
+
+
+def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float) -> tuple[str, int | None]:
+    k = result.kernels
+    cost = reports.step_cost(k, timeline.kernels, timeline.memops) if k.height else pl.DataFrame()
+    drawn = step if step is not None else reports.busiest_step(cost)
+    if step is not None and (cost.is_empty() or step not in cost["step"].to_list()):
+        raise OptionError(f"--step {step}: the trace has no normal step {step} "
+                                  f"(its steps: {', '.join(map(str, sorted(set(cost['step'].to_list())))) or 'none'})")
+    sections = [("Per rank", _rank_table(result, cost))]
+    if drawn is not None:
+        chosen = "the step with the most time lost" if step is None else "the step asked for"
+        sections.append((f"Timeline of step {drawn} ({chosen})",
+                         figure(figures.step_timeline(reports.step_timeline(k, timeline.kernels, timeline.memops,
+                                                                            drawn), drawn))
+                         + "<p class='note'>Slowed kernels in red; hover a kernel for its ratio, baseline and the "
+                           "collective it ran next to. Zoom with the mouse; double-click to reset.</p>"))
+    sections.append(("Top slowed kernels", _top_table(result)))
+    ratios = reports.ratio_distribution(k) if k.height else pl.DataFrame()
+    if ratios.height:
+        sections.append(("Slowdown ratios", figure(figures.ratio_histogram(ratios, threshold))))
+    if cost.height:
+        sections.append(("Time lost per step", figure(figures.lost_per_step(cost))))
+    if result.ranks.height:
+        sections.append(("Time breakdown", figure(figures.rank_breakdown(result.ranks))))
+    total = int(k["is_slowdown"].sum()) if k.height else 0
+    subtitle = (f"{SOURCES.get(result.mode, result.mode)} · {total:,} slowdown cases among {k.height:,} compute "
+                f"kernels · time lost {result.to_dict()['totals']['time_lost_ns'] / 1e6:,.3f} ms over all ranks")
+    runs = ", ".join(timeline.kernels["run_id"].unique(maintain_order=True).to_list())
+    return page(f"Slowdown report: {runs}", subtitle, sections, result.notes), drawn
+
+
+def _rank_table(result: DetectResult, cost: pl.DataFrame) -> str:
+    steps = (cost.group_by("run_id", "rank").agg(pl.col("gpu_ns").sum().alias("steps_ns"))
+             if cost.height else pl.DataFrame(schema={"run_id": pl.String, "rank": pl.Int32, "steps_ns": pl.Int64}))
+    r = result.ranks.join(steps, on=["run_id", "rank"], how="left").with_columns(
+        pl.coalesce("steps_ns", "span_ns").alias("steps_ns"))
+    rows = [[x["run_id"], x["rank"], "-" if x["comm_comp_overlap_pct"] is None else f"{x['comm_comp_overlap_pct']:.2f}",
+             *(f"{x[c] / 1e6:,.3f}" for c in ("compute_ns", "comm_ns", "idle_ns")), f"{x['cases']:,}",
+             f"{x['time_lost_ns'] / 1e6:,.3f}", _share(x["time_lost_ns"], x["steps_ns"])]
+            for x in r.iter_rows(named=True)]
+    header = ["run", "rank", "overlap %", "compute ms", "comm ms", "idle ms", "cases", "time lost ms",
+              "lost % of step time"]
+    return table(rows, header, numeric=[False, True, True, True, True, True, True, True, True])
+
+
+def _share(part: int, whole: int | None) -> str:
+    return f"{100 * part / whole:.2f}" if whole else "-"
+
+
+def _top_table(result: DetectResult) -> str:
+    t = result.top_signatures
+    if t.is_empty():
+        return "<p>No slowdown cases.</p>"
+    rows = [[display_name(x["name"], x["short_name"]), x["signature"][len(x["short_name"]):].strip(),
+             f"{x['cases']:,} / {x['instances']:,}", f"{x['median_ratio']:.2f}x", f"{x['time_lost_ns'] / 1e6:,.3f}",
+             x["concurrent_comm"] or "-"] for x in t.iter_rows(named=True)]
+    return table(rows, ["kernel", "grid / block", "cases / instances", "median ratio", "time lost ms", "next to"],
+                 numeric=[False, False, True, True, True, False])
+
+
+def _dataset_report(root: Path, output: Path) -> ReportResult:
+    from traceql.dataset.summary import summary
+
+    df = summary(root)
+    sections = [("Summary", frame_table(df)), ("Cases and time lost", figure(figures.dataset_cases(df)))]
+    text = page(f"Slowdown dataset: {root}", f"{df.height} model / configuration groups", sections)
+    atomic_write(output, lambda fh: fh.write(text.encode()))
+    return ReportResult(output, None, int(df["cases"].sum()), "dataset")

@@ -1,0 +1,93 @@
+"""The report's figures, drawn with plotly (its JavaScript is embedded in the page: no network)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+COLOURS = {"slowed": "#d62728", "compute": "#7f9fbf", "communication": "#ff9f1c", "memory": "#9467bd"}
+FONT = {"family": "system-ui, sans-serif", "size": 12}
+
+
+def _layout(fig: go.Figure, height: int, **more: object) -> go.Figure:
+    fig.update_layout(height=height, margin={"l": 70, "r": 20, "t": 30, "b": 40}, font=FONT,
+                      plot_bgcolor="white", legend={"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height,
+                                                    "x": 0}, **more)
+    fig.update_xaxes(gridcolor="#eee")
+    return fig
+
+
+def step_timeline(frame: pl.DataFrame, step: int) -> go.Figure:
+    """One row per rank, one lane per stream: what step ``step`` ran, slowed kernels in red."""
+    ranks = frame.select("run_id", "rank").unique(maintain_order=True).rows()
+    fig = make_subplots(rows=len(ranks), cols=1, vertical_spacing=min(0.3, 0.45 / len(ranks)),
+                        subplot_titles=[f"{run} rank {rank}" for run, rank in ranks])
+    for row, (run, rank) in enumerate(ranks, start=1):
+        mine = frame.filter((pl.col("run_id") == run) & (pl.col("rank") == rank))
+        for category in COLOURS:
+            part = mine.filter(pl.col("category") == category)
+            if part.is_empty():
+                continue
+            hover = [_hover(r) for r in part.iter_rows(named=True)]
+            fig.add_trace(go.Bar(
+                x=part["duration_ms"].to_list(), base=part["start_ms"].to_list(),
+                y=[f"stream {s}" for s in part["stream"].to_list()], orientation="h", name=category,
+                legendgroup=category, showlegend=row == 1, marker={"color": COLOURS[category], "line": {"width": 0}},
+                hovertext=hover, hoverinfo="text"), row=row, col=1)
+        fig.update_xaxes(title_text="ms from the step's first GPU work" if row == len(ranks) else None, row=row,
+                         col=1)
+    return _layout(fig, 160 + 160 * len(ranks), barmode="overlay", bargap=0.35)
+
+
+def _hover(r: dict) -> str:
+    text = f"<b>{r['name']}</b><br>{r['duration_ms'] * 1000:,.1f} µs at {r['start_ms']:.3f} ms"
+    if r["ratio"] is not None:
+        text += f"<br>{r['ratio']:.2f}x its baseline ({(r['baseline_ns'] or 0) / 1000:,.1f} µs)"
+    if r["collective"]:
+        text += f"<br>next to {r['collective']}"
+    return text
+
+
+def ratio_histogram(ratios: pl.DataFrame, threshold: float) -> go.Figure:
+    """Slowdown ratios of overlapped kernels, one colour per collective they ran next to."""
+    fig = go.Figure()
+    for (collective,), part in ratios.group_by("concurrent_comm", maintain_order=True):
+        fig.add_trace(go.Histogram(x=part["slowdown_ratio"].clip(upper_bound=3.0).to_list(), name=collective,
+                                   xbins={"start": 0.5, "end": 3.05, "size": 0.05}, opacity=0.75))
+    fig.add_vline(x=threshold, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"case above {threshold}x", annotation_position="top right")
+    return _layout(fig, 360, barmode="overlay", xaxis_title="duration / baseline (3 = 3 or more)",
+                   yaxis_title="overlapped kernels")
+
+
+def rank_breakdown(ranks: pl.DataFrame) -> go.Figure:
+    """Per rank: compute, other GPU work and idle time (they add up to the span), and the overlap %."""
+    labels = [f"{r} rank {k}" + ("" if p is None else f" · overlap {p:.1f} %")
+              for r, k, p in ranks.select("run_id", "rank", "comm_comp_overlap_pct").rows()]
+    fig = go.Figure()
+    for col, name, colour in (("compute_ns", "compute", COLOURS["compute"]),
+                              ("non_compute_ns", "communication and memory only", COLOURS["communication"]),
+                              ("idle_ns", "idle", "#cccccc")):
+        fig.add_trace(go.Bar(y=labels, x=(ranks[col] / 1e6).to_list(), name=name, orientation="h",
+                             marker={"color": colour}))
+    fig.update_layout(margin={"l": 230})
+    return _layout(fig, 160 + 45 * len(labels), barmode="stack", xaxis_title="ms of the capture span")
+
+
+def lost_per_step(cost: pl.DataFrame) -> go.Figure:
+    """Time lost in each normal step, stacked by rank."""
+    fig = go.Figure()
+    for (run, rank), part in cost.group_by("run_id", "rank", maintain_order=True):
+        fig.add_trace(go.Bar(x=[f"step {s}" for s in part["step"].to_list()],
+                             y=(part["time_lost_ns"] / 1e6).to_list(), name=f"{run} rank {rank}"))
+    return _layout(fig, 340, barmode="stack", yaxis_title="ms lost (sum over ranks)")
+
+
+def dataset_cases(summary: pl.DataFrame) -> go.Figure:
+    """Cases and time lost per model and configuration of a dataset."""
+    labels = [f"{m} {c}" for m, c in summary.select("model", "config").rows()]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["cases (% of kernels)", "time lost (ms)"])
+    fig.add_trace(go.Bar(x=labels, y=summary["case_pct"].to_list(), showlegend=False), row=1, col=1)
+    fig.add_trace(go.Bar(x=labels, y=summary["time_lost_ms"].to_list(), showlegend=False), row=1, col=2)
+    return _layout(fig, 380)
