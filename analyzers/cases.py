@@ -21,11 +21,12 @@ def rank_cases(labelled: pl.DataFrame) -> pl.DataFrame:
 
 
 def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
-    """The slowed signatures by time lost: cases, median slowdown ratio, typical concurrent collective."""
+    """The slowed signatures of each run by time lost: cases, median slowdown ratio, typical concurrent
+    collective."""
     cases = labelled.filter(pl.col("is_slowdown"))
-    instances = labelled.group_by("signature").agg(pl.len().cast(pl.Int64).alias("instances"))
+    instances = labelled.group_by("run_id", "signature").agg(pl.len().cast(pl.Int64).alias("instances"))
     return (
-        cases.group_by("signature")
+        cases.group_by("run_id", "signature")
         .agg(
             pl.col("short_name").first(),
             pl.col("name").mode().sort().first().alias("name"),
@@ -34,9 +35,9 @@ def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
             time_lost().alias("time_lost_ns"),
             pl.col("concurrent_comm").drop_nulls().mode().sort().first().alias("concurrent_comm"),
         )
-        .join(instances, on="signature")
-        .sort(["time_lost_ns", "signature"], descending=[True, False])
+        .join(instances, on=["run_id", "signature"])
+        .sort(["time_lost_ns", "run_id", "signature"], descending=[True, False, False])
         .head(top)
-        .select("signature", "short_name", "name", "cases", "instances", "median_ratio", "time_lost_ns",
+        .select("run_id", "signature", "short_name", "name", "cases", "instances", "median_ratio", "time_lost_ns",
                 "concurrent_comm")
     )

@@ -31,6 +31,7 @@ from analyzers.detection.features import COLUMNS, feature_table
 from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
 from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
+from analyzers.reports import step_cost
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
@@ -53,6 +54,7 @@ class DetectResult:
     match_rate: float | None = None
     notes: list[str] = field(default_factory=list)
     metrics_match_rate: float | None = None
+    steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.STEP_COST))
 
     def baseline_kinds(self) -> dict[str, int]:
         """How many compute kernels got each kind of baseline (twin, key-median, estimate, none)."""
@@ -68,6 +70,7 @@ class DetectResult:
             "metrics_match_rate": None if self.metrics_match_rate is None else round(self.metrics_match_rate, 4),
             "ranks": self.ranks.to_dicts(),
             "top_signatures": self.top_signatures.to_dicts(),
+            "steps": self.steps.to_dicts(),
             "totals": {
                 "compute_kernels": self.kernels.height,
                 "cases": int(self.kernels["is_slowdown"].sum()),
@@ -189,6 +192,18 @@ def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     return pl.concat([labelled, reference], how="diagonal_relaxed").sort("_row")
 
 
+def _inrun_or_detected(scored: pl.DataFrame, model: SlowdownDetector, threshold: float) -> tuple[pl.DataFrame, str]:
+    """In-run labels for the runs that have isolated steps; the detector's for runs given with them that
+    have none (``label_source`` says which, per row)."""
+    with_steps = scored.filter(_isolated(scored))["run_id"].unique()
+    mine = pl.col("run_id").is_in(with_steps.implode())
+    inrun = _inrun(scored.filter(mine), threshold)
+    if scored.filter(~mine).is_empty():
+        return inrun, "inrun"
+    return pl.concat([inrun, _detected(scored.filter(~mine), model)], how="diagonal_relaxed").sort("_row"), \
+        "inrun+detector"
+
+
 def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """Each normal step's kernels against their twins in the same rank's isolated steps."""
     isolated = _isolated(scored)
@@ -222,7 +237,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         notes += more
         mode = "baseline"
     elif timeline.has_isolated_steps() and not single_trace:
-        labelled, mode = _inrun(scored, threshold), "inrun"
+        labelled, mode = _inrun_or_detected(scored, model, threshold)
     else:
         labelled, mode = _detected(scored, model), "detector"
     out = labelled.select(*schema.CASES)
@@ -230,8 +245,19 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         out, metrics_rate, more = _with_metrics(labelled, metrics)
         notes += more
     view = hta_view(kernels, timeline.memops, timeline.nvtx) if hta_compat else (kernels, timeline.memops)
-    ranks = rank_breakdown(*view).join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
-    ranks = ranks.with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0))
+    steps = schema.conform(step_cost(labelled, kernels, timeline.memops), schema.STEP_COST)
     top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
-    return DetectResult(ranks=ranks, top_signatures=top_frame, kernels=out, mode=mode, match_rate=rate, notes=notes,
-                        metrics_match_rate=metrics_rate)
+    return DetectResult(ranks=_rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
+                        kernels=out, mode=mode, match_rate=rate, notes=notes, metrics_match_rate=metrics_rate,
+                        steps=steps)
+
+
+def _rank_summary(breakdown: pl.DataFrame, labelled: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The breakdown per rank, its cases and time lost, and that as a share of its normal steps' GPU time
+    (of the capture span when the trace has no steps)."""
+    step_time = steps.group_by("run_id", "rank").agg(pl.col("gpu_ns").sum().alias("step_time_ns"))
+    ranks = (breakdown.join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
+             .join(step_time, on=["run_id", "rank"], how="left", maintain_order="left")
+             .with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0),
+                           pl.coalesce("step_time_ns", "span_ns").alias("step_time_ns")))
+    return ranks.with_columns((100 * pl.col("time_lost_ns") / pl.col("step_time_ns")).round(3).alias("time_lost_pct"))

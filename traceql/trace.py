@@ -43,9 +43,16 @@ class Trace:
     def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path]) -> None:
         self.con = con
         self.paths = paths
+        self.closed = False
+
+    def _open(self) -> None:
+        if self.closed:
+            raise QueryError("this trace is closed: use it inside its `with read_trace(...)` block, "
+                             "or before close()")
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
         """Run SQL over the model's relations and return the result as a polars DataFrame."""
+        self._open()
         try:
             rel = self.con.execute(query, params) if params is not None else self.con.sql(query)
         except duckdb.Error as exc:
@@ -59,6 +66,7 @@ class Trace:
 
     def relation(self, name: str) -> pl.DataFrame:
         """One relation of the model as a polars DataFrame."""
+        self._open()
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
         return self.con.sql(f"SELECT * FROM {name} ORDER BY {schema.ORDER_BY[name]}").pl()
@@ -72,6 +80,7 @@ class Trace:
 
     def close(self) -> None:
         self.con.close()
+        self.closed = True
 
     def __enter__(self) -> Trace:
         return self

@@ -3,16 +3,38 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from traceql.cli import collect, dataset, detect, export, info, query, report
+from traceql.cli import collect, common, dataset, detect, export, info, query, report
 
 app = typer.Typer(
     help="Trace analysis and slowdown detection for distributed PyTorch training.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings=common.CONTEXT,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from traceql import __version__
+
+        typer.echo(f"traceql {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="tables as wide as they need (no folding)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+) -> None:
+    """Trace analysis and slowdown detection for distributed PyTorch training."""
+    common.configure(wide=wide, quiet=quiet)
 app.command()(info.info)
 app.command()(query.query)
 app.command()(detect.detect)

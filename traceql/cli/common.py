@@ -15,12 +15,23 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
 
 # The terminal's width; off a terminal, COLUMNS if set, else 80: every table is laid out to fit 80 columns.
 console = Console()
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+WIDE = 400  # --wide: the width tables may take
+_settings = {"quiet": False}
+
+
+def configure(*, wide: bool = False, quiet: bool = False) -> None:
+    """The global options: ``--wide`` lets tables take the width they need, ``--quiet`` hides progress."""
+    if wide:
+        console.width = WIDE
+    _settings["quiet"] = quiet
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
@@ -80,7 +91,7 @@ def guarded(command: F) -> F:
 @contextmanager
 def spinner(text: str) -> Iterator[Callable[[str], None]]:
     """A spinner on a terminal while the block runs; yields ``update(text)`` (a no-op off a terminal)."""
-    if not sys.stderr.isatty():
+    if _settings["quiet"] or not sys.stderr.isatty():
         yield lambda _text: None
         return
     with console.status(text, spinner="dots") as live:
@@ -133,7 +144,7 @@ def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) 
     for col, dtype in zip(df.columns, df.dtypes, strict=True):
         out.add_column(col, justify="right" if dtype.is_numeric() else "left", overflow="fold")
     for row in df.head(limit).iter_rows():
-        out.add_row(*("" if v is None else str(v) for v in row))
+        out.add_row(*("" if v is None else escape(str(v)) for v in row))
     return out
 
 

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from traceql.cli.common import Format, FormatOption, console, emit_json, guarded, num_ms, spinner, table
+from traceql.cli.common import CONTEXT, Format, FormatOption, console, emit_json, guarded, num_ms, spinner, table
 
-app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True)
+app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True,
+                  context_settings=CONTEXT)
 
 
 def _finish(outcomes: list[Any]) -> None:
@@ -20,8 +22,8 @@ def _finish(outcomes: list[Any]) -> None:
                  wrap={"entry", "note"})
     failed = [o for o in outcomes if o.status == "failed"]
     for o in outcomes:
-        done.add_row(o.name, o.status, f"{o.rows:,}", f"{o.cases:,}", num_ms(o.time_lost_ns),
-                     "the error is below" if o in failed else o.message)
+        done.add_row(escape(o.name), o.status, f"{o.rows:,}", f"{o.cases:,}", num_ms(o.time_lost_ns),
+                     "the error is below" if o in failed else escape(o.message))
     console.print(done)
     for o in failed:  # whole, on one line each: an error message is not to be folded into a cell
         console.print(f"failed: {o.message}", soft_wrap=True, highlight=False, markup=False)
@@ -38,7 +40,7 @@ def print_summary(df: Any) -> None:
                 wrap={"model / config"})
     for r in df.iter_rows(named=True):
         ratios = (f"{r[c]:.2f}x" if r[c] is not None else "-" for c in ("ratio_median", "ratio_p90", "ratio_max"))
-        out.add_row(f"{r['model']} {r['config']}", f"{r['entries']:,}", f"{r['rows']:,}", f"{r['cases']:,}",
+        out.add_row(escape(f"{r['model']} {r['config']}"), f"{r['entries']:,}", f"{r['rows']:,}", f"{r['cases']:,}",
                     f"{r['case_pct']:.2f}", f"{r['time_lost_ms']:,.3f}", *ratios)
     console.print(out)
     console.print("p50, p90, max: the slowdown ratio of the cases")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from traceql.cli.common import (
     Files,
@@ -21,8 +22,6 @@ from traceql.cli.common import (
     table,
 )
 from traceql.model.names import display_name
-
-OUT_FORMATS = {".csv": "csv", ".json": "json"}  # by suffix; anything else is parquet
 
 
 @guarded
@@ -51,15 +50,16 @@ def detect(
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
     from traceql.commands.detect import detect as run_detect
-    from traceql.export.files import write_frame
+    from traceql.export.files import format_for, write_frame
 
+    out_format = format_for(out) if out is not None else None
     with spinner("detecting…"):
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
                             metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace)
     for text in result.notes:
         note(text)
     if out is not None:
-        write_frame(result.kernels, out, OUT_FORMATS.get(out.suffix.lower(), "parquet"))
+        write_frame(result.kernels, out, out_format)
         note(f"wrote {result.kernels.height} kernel rows to {out}")
     if fmt is Format.json:
         emit_json(result.to_dict())
@@ -71,42 +71,85 @@ def print_detect(result: Any) -> None:
     """The human form of :class:`traceql.labelling.DetectResult`, laid out for 80 columns."""
     how = {"baseline": "paired labels, against the isolated run given",
            "inrun": "in-run labels, against the trace's isolated steps",
+           "inrun+detector": "in-run labels for runs with isolated steps, the detector's for the others",
            "detector": "single-trace labels, by SlowdownDetector (no reference)"}.get(result.mode, "no GPU kernels")
     console.print(f"[bold]Slowdown detection[/bold]: {how}")
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
-    kinds = result.baseline_kinds()
-    if kinds.get("twin"):
-        ref = kinds.get("reference", 0)
-        console.print(f"twins: {kinds['twin']:,} kernels; no twin: {kinds.get('none', 0):,} (not cases)"
-                      + (f"; isolated steps: {ref:,}" if ref else ""))
-    elif kinds.get("estimate"):
-        ref = kinds.get("reference", 0)
-        console.print(f"estimates: {kinds['estimate']:,} kernels; no reference: {kinds.get('none', 0):,} "
-                      "(not cases)" + (f"; isolated steps: {ref:,}" if ref else ""))
-    elif kinds.get("key-median"):
-        console.print(f"no steps to align: key medians for {kinds['key-median']:,} kernels; "
-                      f"no match: {kinds.get('none', 0):,} (not cases)")
+    _print_baselines(result.baseline_kinds())
+    if result.metrics_match_rate is not None:
+        _print_metrics(result)
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
-        ranks = table(f"Per rank of {run_id} (times in ms)", ("rank", "overlap", "compute", "comm", "memory", "idle",
-                                                               "span", "cases", "time lost"))
+        ranks = table(f"Per rank of {run_id} (times in ms)", ("rank", "overlap", "compute", "comm", "idle", "span",
+                                                               "cases", "lost", "lost %"))
         for r in rows.iter_rows(named=True):
             pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
-            ranks.add_row(str(r["rank"]), pct, *(num_ms(r[c]) for c in ("compute_ns", "comm_ns", "memory_ns",
-                                                                         "idle_ns", "span_ns")),
-                          f"{r['cases']:,}", num_ms(r["time_lost_ns"]))
+            share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
+            ranks.add_row(str(r["rank"]), pct, *(num_ms(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
+                          f"{r['cases']:,}", num_ms(r["time_lost_ns"]), share)
         console.print(ranks)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
-                  f"kernels; time lost {ms(totals['time_lost_ns'])}")
+                  f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")
+    console.print("lost: GPU time the slowdowns added; lost %: its share of the rank's step time")
+    _print_steps(result.steps)
     if result.top_signatures.is_empty():
         console.print("No slowdown cases.")
         return
-    top = table("Top slowed signatures (by time lost)", ("kernel, grid / block", "cases", "ratio", "lost ms",
-                                                          "next to"), wrap={"kernel, grid / block"})
-    for t in result.top_signatures.iter_rows(named=True):
+    _print_top(result.top_signatures)
+    console.print("Next: traceql report (same inputs) -o report.html draws the worst step; "
+                  "--out cases.parquet keeps every kernel.")
+
+
+def _print_baselines(kinds: dict[str, int]) -> None:
+    ref = kinds.get("reference", 0)
+    own = f"; isolated steps: {ref:,}" if ref else ""
+    if kinds.get("twin"):
+        console.print(f"twins: {kinds['twin']:,} kernels; no twin: {kinds.get('none', 0):,} (not cases){own}")
+    elif kinds.get("estimate"):
+        console.print(f"estimates: {kinds['estimate']:,} kernels; no reference: {kinds.get('none', 0):,} "
+                      f"(not cases){own}")
+    elif kinds.get("key-median"):
+        console.print(f"no steps to align: key medians for {kinds['key-median']:,} kernels; "
+                      f"no match: {kinds.get('none', 0):,} (not cases)")
+
+
+def _print_metrics(result: Any) -> None:
+    """What the Nsight Compute metrics add: the SM and memory throughput of the cases against the others."""
+    k = result.kernels
+    line = f"Nsight Compute: {result.metrics_match_rate:.1%} of the profiled launches matched a kernel"
+    if "ncu_sm_throughput_pct" in k.columns and k["ncu_sm_throughput_pct"].drop_nulls().len():
+        case = k["is_slowdown"]
+        sm = [k["ncu_sm_throughput_pct"].filter(m).median() for m in (case, ~case)]
+        mem = [k["ncu_memory_throughput_pct"].filter(m).median() for m in (case, ~case)]
+        if None not in sm + mem:
+            line += (f"; median SM throughput {sm[0]:.0f} % for the cases, {sm[1]:.0f} % for the others; "
+                     f"memory {mem[0]:.0f} % / {mem[1]:.0f} % (per kernel: --out)")
+    console.print(line)
+
+
+def _print_steps(steps: Any) -> None:
+    """Time lost per normal step, summed over ranks: all of them up to 10, else the 5 worst."""
+    import polars as pl
+
+    if steps.is_empty():
+        return
+    per = steps.group_by("step").agg(pl.col("time_lost_ns").sum()).sort("step")
+    shown = per if per.height <= 10 else per.sort("time_lost_ns", descending=True).head(5).sort("step")
+    what = "per step" if per.height <= 10 else f"the 5 worst of {per.height} steps"
+    items = ", ".join(f"{s}: {num_ms(v)}" for s, v in shown.iter_rows())
+    console.print(f"ms lost {what} (over ranks): {items}")
+
+
+def _print_top(top_signatures: Any) -> None:
+    runs = top_signatures["run_id"].n_unique() > 1
+    cols = (("run",) if runs else ()) + ("kernel, grid / block", "cases", "ratio", "lost ms", "next to")
+    top = table("Top slowed signatures (by time lost)", cols, wrap={"run", "kernel, grid / block"})
+    for t in top_signatures.iter_rows(named=True):
         shape = t["signature"][len(t["short_name"]):].strip()
-        top.add_row(f"{display_name(t['name'], t['short_name'])}\n  {shape}", f"{t['cases']:,}/{t['instances']:,}",
-                    f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]), t["concurrent_comm"] or "-")
+        top.add_row(*((escape(t["run_id"]),) if runs else ()),
+                    escape(f"{display_name(t['name'], t['short_name'])}\n  {shape}"),
+                    f"{t['cases']:,}/{t['instances']:,}", f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]),
+                    t["concurrent_comm"] or "-")
     console.print(top)
     console.print("cases: slowed / all instances; ratio: median slowdown of the cases")

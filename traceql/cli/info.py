@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, table
 
@@ -30,7 +31,7 @@ def print_info(info: dict[str, Any]) -> None:
     runs = table("Runs", ("run_id", "path", "tool", "schema", "ranks"), left={"tool", "schema", "ranks"},
                  wrap={"run_id", "path"})
     for r in info["runs"]:
-        runs.add_row(r["run_id"], r["path"], f"{r['source']} {r['tool_version'] or '?'}",
+        runs.add_row(escape(r["run_id"]), escape(r["path"]), f"{r['source']} {r['tool_version'] or '?'}",
                      r["schema_version"] or "?", ",".join(map(str, r["ranks"])))
     console.print(runs)
 
@@ -40,13 +41,18 @@ def print_info(info: dict[str, Any]) -> None:
     for r in info["ranks"]:
         devs = r["devices"] or []
         names = sorted({gpu_names.get((r["run_id"], d), "?") for d in devs})
-        ranks.add_row(r["run_id"], str(r["rank"]), str(r["pid"]), r["rank_from"], ",".join(map(str, devs)),
+        ranks.add_row(escape(r["run_id"]), str(r["rank"]), str(r["pid"]), r["rank_from"], ",".join(map(str, devs)),
                       ", ".join(names), num_ms(r["span_ns"]), f"{r['kernels']:,}")
     console.print(ranks)
 
     k = info["kernels"]
+    metrics = info["kernel_metrics"]
+    if metrics["launches"]:
+        console.print(f"[bold]Nsight Compute metrics[/bold]: {metrics['launches']:,} profiled launches of "
+                      f"{metrics['kernels']:,} kernels (SQL: kernel_metrics; give them to detect with --metrics)")
     if not k["total"]:
-        console.print("[bold]Kernels[/bold]: none — no GPU activity in these traces (a run on CPU?)")
+        console.print("[bold]Kernels[/bold]: none" + ("" if metrics["launches"] else
+                                                      " — no GPU activity in these traces (a run on CPU?)"))
         return
     kinds = ", ".join(f"{name} {n:,}" for name, n in k["by_kind"].items())
     devices = ", ".join(f"device {d}: {n:,}" for d, n in k["by_device"].items())
@@ -63,7 +69,7 @@ def print_info(info: dict[str, Any]) -> None:
     top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total ms", "mean ms", "% time"),
                 left={"kind"}, wrap={"kernel"})
     for t in info["top_kernels"]:
-        top.add_row(t["short_name"], t["kind"], f"{t['count']:,}", num_ms(t["total_ns"]), num_ms(t["mean_ns"]),
+        top.add_row(escape(t["short_name"]), t["kind"], f"{t['count']:,}", num_ms(t["total_ns"]), num_ms(t["mean_ns"]),
                     f"{t['pct']:.2f}")
     console.print(top)
 
@@ -72,5 +78,5 @@ def print_info(info: dict[str, Any]) -> None:
         return
     coll = table("Collectives (communication kernels)", ("collective", "count", "total ms"), wrap={"collective"})
     for c in info["collectives"]:
-        coll.add_row(c["collective"] or "(unnamed)", f"{c['count']:,}", num_ms(c["total_ns"]))
+        coll.add_row(escape(c["collective"] or "(unnamed)"), f"{c['count']:,}", num_ms(c["total_ns"]))
     console.print(coll)

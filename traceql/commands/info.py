@@ -46,6 +46,8 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
             "by_kind": _counts(trace, "memcpy", "kind"),
         },
         "nvtx": {"total": trace.sql("SELECT count(*) FROM nvtx").item()},
+        "kernel_metrics": _rows(trace, """
+            SELECT count(*) AS launches, count(DISTINCT kernel_name) AS kernels FROM kernel_metrics""")[0],
         "steps": {"total": trace.sql("SELECT count(*) FROM steps").item(),
                   "by_kind": _counts(trace, "steps", "step_kind")},
         "top_kernels": trace.sql(

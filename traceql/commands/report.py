@@ -21,6 +21,7 @@ from traceql.sources import inputs
 
 SOURCES = {"baseline": "paired labels, against the isolated run given",
            "inrun": "in-run labels, against the trace's own isolated steps",
+           "inrun+detector": "in-run labels for runs with isolated steps, the detector's for the others",
            "detector": "single-trace labels, by the detector (no reference)", "none": "no GPU kernels"}
 
 
@@ -62,12 +63,12 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
 
 def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float) -> tuple[str, int | None]:
     k = result.kernels
-    cost = reports.step_cost(k, timeline.kernels, timeline.memops) if k.height else pl.DataFrame()
+    cost = result.steps
     drawn = step if step is not None else reports.busiest_step(cost)
     if step is not None and (cost.is_empty() or step not in cost["step"].to_list()):
         raise OptionError(f"--step {step}: the trace has no normal step {step} "
                                   f"(its steps: {', '.join(map(str, sorted(set(cost['step'].to_list())))) or 'none'})")
-    sections = [("Per rank", _rank_table(result, cost))]
+    sections = [("Per rank", _rank_table(result))]
     if drawn is not None:
         chosen = "the step with the most time lost" if step is None else "the step asked for"
         sections.append((f"Timeline of step {drawn} ({chosen})",
@@ -90,22 +91,14 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
     return page(f"Slowdown report: {runs}", subtitle, sections, result.notes), drawn
 
 
-def _rank_table(result: DetectResult, cost: pl.DataFrame) -> str:
-    steps = (cost.group_by("run_id", "rank").agg(pl.col("gpu_ns").sum().alias("steps_ns"))
-             if cost.height else pl.DataFrame(schema={"run_id": pl.String, "rank": pl.Int32, "steps_ns": pl.Int64}))
-    r = result.ranks.join(steps, on=["run_id", "rank"], how="left").with_columns(
-        pl.coalesce("steps_ns", "span_ns").alias("steps_ns"))
+def _rank_table(result: DetectResult) -> str:
     rows = [[x["run_id"], x["rank"], "-" if x["comm_comp_overlap_pct"] is None else f"{x['comm_comp_overlap_pct']:.2f}",
              *(f"{x[c] / 1e6:,.3f}" for c in ("compute_ns", "comm_ns", "idle_ns")), f"{x['cases']:,}",
-             f"{x['time_lost_ns'] / 1e6:,.3f}", _share(x["time_lost_ns"], x["steps_ns"])]
-            for x in r.iter_rows(named=True)]
+             f"{x['time_lost_ns'] / 1e6:,.3f}", "-" if x["time_lost_pct"] is None else f"{x['time_lost_pct']:.2f}"]
+            for x in result.ranks.iter_rows(named=True)]
     header = ["run", "rank", "overlap %", "compute ms", "comm ms", "idle ms", "cases", "time lost ms",
               "lost % of step time"]
     return table(rows, header, numeric=[False, True, True, True, True, True, True, True, True])
-
-
-def _share(part: int, whole: int | None) -> str:
-    return f"{100 * part / whole:.2f}" if whole else "-"
 
 
 def _top_table(result: DetectResult) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from traceql.errors import TraceqlError
+from traceql.errors import OptionError, TraceqlError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -57,6 +57,17 @@ def frame_bytes(df: pl.DataFrame, fmt: str) -> bytes:
     else:
         raise TraceqlError(f"unknown format {fmt!r}; choose one of csv, json, parquet")
     return buf.getvalue()
+
+
+FRAME_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
+
+
+def format_for(path: Path, option: str = "--out") -> str:
+    """The frame format a file name asks for by its suffix; OptionError for any other suffix."""
+    fmt = FRAME_SUFFIXES.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise OptionError(f"{option} {path}: give a .parquet, .csv or .json file (the suffix picks the format)")
+    return fmt
 
 
 def write_frame(df: pl.DataFrame, path: Path, fmt: str) -> None:

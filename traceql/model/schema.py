@@ -66,12 +66,15 @@ CASES: dict[str, pl.DataType] = {
 RANK_SUMMARY: dict[str, pl.DataType] = {
     "span_ns": I64, "busy_ns": I64, "idle_ns": I64, "compute_ns": I64, "comm_ns": I64, "memory_ns": I64,
     "non_compute_ns": I64, "comm_compute_overlap_ns": I64, "comm_comp_overlap_pct": F64,
-    "compute_kernels": I64, "cases": I64, "time_lost_ns": I64,
+    "compute_kernels": I64, "cases": I64, "time_lost_ns": I64, "step_time_ns": I64, "time_lost_pct": F64,
 }
+# ... one row per normal step of each rank ...
+STEP_COST: dict[str, pl.DataType] = {"run_id": STR, "rank": I32, "step": I32, "gpu_ns": I64, "cases": I64,
+                                      "time_lost_ns": I64}
 # ... and the slowed signatures by time lost.
 TOP_SIGNATURES: dict[str, pl.DataType] = {
-    "signature": STR, "short_name": STR, "name": STR, "cases": I64, "instances": I64, "median_ratio": F64,
-    "time_lost_ns": I64, "concurrent_comm": STR,
+    "run_id": STR, "signature": STR, "short_name": STR, "name": STR, "cases": I64, "instances": I64,
+    "median_ratio": F64, "time_lost_ns": I64, "concurrent_comm": STR,
 }
 
 _DUCKDB = {STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN"}

@@ -1,0 +1,137 @@
+"""What a person reads in a terminal: at 80 and 100 columns no figure is cut, no line is too wide; and the
+small things a new user trips on (options, versions, closed traces, metrics in the table)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceql
+from tests.paths import DDP_TRACE, INRUN_TRACE, ROOT, RUNS, SINGLE_TRACE
+from traceql.cli import common
+
+
+@pytest.fixture(params=[80, 100])
+def width(request):
+    before = common.console.width
+    common.console.width = request.param
+    yield request.param
+    common.console.width = before
+
+
+def fits(text: str, width: int) -> None:
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def ms3(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def test_detect_shows_every_figure_whole(invoke, width: int) -> None:
+    table = invoke("detect").stdout
+    data = json.loads(invoke("detect", "--format", "json").stdout)
+    fits(table, width)
+    for r in data["ranks"]:
+        for figure in (f"{r['comm_comp_overlap_pct']:.2f} %", ms3(r["compute_ns"]), ms3(r["comm_ns"]),
+                       ms3(r["idle_ns"]), ms3(r["span_ns"]), f"{r['cases']:,}", ms3(r["time_lost_ns"]),
+                       f"{r['time_lost_pct']:.2f}"):
+            assert figure in table, figure
+    for t in data["top_signatures"]:
+        for figure in (f"{t['cases']:,}/{t['instances']:,}", f"{t['median_ratio']:.2f}x", ms3(t["time_lost_ns"])):
+            assert figure in table, figure
+    per_step = pl.DataFrame(data["steps"]).group_by("step").agg(pl.col("time_lost_ns").sum()).sort("step")
+    assert all(f"{s}: {ms3(v)}" in table for s, v in per_step.iter_rows())
+    assert "Next: traceql report" in table
+
+
+def test_info_shows_every_figure_whole(invoke, width: int) -> None:
+    table = invoke("info").stdout
+    data = json.loads(invoke("info", "--format", "json").stdout)
+    fits(table, width)
+    for r in data["ranks"]:
+        assert ms3(r["span_ns"]) in table and f"{r['kernels']:,}" in table
+    for t in data["top_kernels"]:
+        for figure in (f"{t['count']:,}", ms3(t["total_ns"]), ms3(t["mean_ns"]), f"{t['pct']:.2f}"):
+            assert figure in table, figure
+    assert f"Training steps: {data['steps']['total']}" in table
+
+
+def test_dataset_summary_shows_every_figure_whole(invoke, tmp_path: Path, width: int) -> None:
+    root = tmp_path / "ds"
+    assert invoke("dataset", "add", root, DDP_TRACE, INRUN_TRACE, "--baseline", SINGLE_TRACE).exit_code == 0
+    table = invoke("dataset", "summary", root).stdout
+    fits(table, width)
+    for r in json.loads(invoke("dataset", "summary", root, "--format", "json").stdout):
+        for figure in (f"{r['rows']:,}", f"{r['cases']:,}", f"{r['case_pct']:.2f}", f"{r['time_lost_ms']:,.3f}",
+                       f"{r['ratio_median']:.2f}x", f"{r['ratio_max']:.2f}x"):
+            assert figure in table, figure
+
+
+def test_wide_tables_keep_long_names_on_one_line(invoke) -> None:
+    wide = invoke("--wide", "detect").stdout
+    assert "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_" \
+           "execute_kernel__5x_cublas" in wide
+
+
+def test_version_and_short_help(invoke) -> None:
+    assert invoke("--version").stdout.strip() == f"traceql {traceql.__version__}"
+    assert "detect [OPTIONS]" in invoke("detect", "-h").stdout and "--baseline" in invoke("detect", "-h").stdout
+    assert "dataset [OPTIONS] COMMAND" in invoke("dataset", "-h").stdout
+
+
+@pytest.mark.parametrize("value", ["1.0", "0.5"])
+def test_threshold_is_refused_the_same_way(invoke, value: str) -> None:
+    result = invoke("detect", "--threshold", value)
+    assert result.exit_code == 2 and result.stderr == f"error: --threshold must be above 1.0 (a slowdown ratio), " \
+                                                      f"got {float(value)}\n"
+    assert "x>=1.0" not in invoke("detect", "-h").stdout
+
+
+def test_out_with_an_unknown_suffix_is_refused(invoke, tmp_path: Path) -> None:
+    result = invoke("detect", "--out", tmp_path / "cases.txt")
+    assert result.exit_code == 2 and "give a .parquet, .csv or .json file" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_get_the_users_file_mode(invoke, tmp_path: Path) -> None:
+    out = tmp_path / "cases.parquet"
+    assert invoke("detect", DDP_TRACE, "--out", out).exit_code == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_closed_trace_says_so() -> None:
+    with traceql.read_trace(SINGLE_TRACE) as trace:
+        assert trace.kernels.height
+    with pytest.raises(traceql.QueryError, match="this trace is closed"):
+        trace.sql("SELECT 1")
+
+
+def test_info_on_metrics_alone_names_them(invoke) -> None:
+    text = invoke("info", ROOT / "datasets" / "ncu" / "toy_single_details.csv").stdout
+    assert "Nsight Compute metrics: 12 profiled launches" in text and "no GPU activity" not in text
+
+
+def test_metrics_show_in_the_table(invoke) -> None:
+    text = invoke("detect", DDP_TRACE, "--metrics", RUNS / "gpt2-ncu").stdout
+    assert "Nsight Compute: 100.0% of the profiled launches matched a kernel" in text
+    assert "median SM throughput" in text
+
+
+def test_several_runs_keep_their_top_signatures_apart(invoke) -> None:
+    data = json.loads(invoke("detect", DDP_TRACE, INRUN_TRACE, "--top", "20", "--format", "json").stdout)
+    runs = {t["run_id"] for t in data["top_signatures"]}
+    assert runs == {"gpt2-nsys", "gpt2-inrun-nsys"}
+    table = invoke("--wide", "detect", DDP_TRACE, INRUN_TRACE).stdout
+    header = next(line for line in table.splitlines() if "grid / block" in line)
+    assert header.split()[0] == "run" and "gpt2-inrun-nsys" in table
+
+
+def test_run_folders_are_not_committed() -> None:
+    assert "runs/" in (ROOT / ".gitignore").read_text().split()
