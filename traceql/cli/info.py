@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, table
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, spinner, table
 
 
 @guarded
@@ -19,7 +19,8 @@ def info(
     """Versions, GPUs, ranks, capture span, kernel counts, top kernels and collectives of a trace."""
     from traceql.commands.info import info as run_info
 
-    summary = run_info(files or None, top=top)
+    with spinner("reading…"):
+        summary = run_info(files or None, top=top)
     if fmt is Format.json:
         emit_json(summary)
     else:

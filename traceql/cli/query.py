@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import guarded, note, print_frame
+from traceql.cli.common import guarded, note, print_frame, spinner
 from traceql.errors import TraceqlError
 
 
@@ -34,7 +34,8 @@ def query(
     if out is None and fmt is FrameFormat.parquet:
         raise TraceqlError("parquet is binary: give --output PATH")
     *paths, sql = args
-    df = run_query([Path(p) for p in paths], sql)
+    with spinner("querying…"):
+        df = run_query([Path(p) for p in paths], sql)
     if out is not None:
         write_frame(df, out, "parquet" if fmt is FrameFormat.table else fmt.value)
         note(f"wrote {df.height} rows to {out}")
