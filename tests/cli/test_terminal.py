@@ -135,3 +135,14 @@ def test_several_runs_keep_their_top_signatures_apart(invoke) -> None:
 
 def test_run_folders_are_not_committed() -> None:
     assert "runs/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_a_wide_query_result_becomes_records(invoke, width: int) -> None:
+    """23 columns cannot fit: each row is printed as `column  value` lines, every number whole."""
+    text = invoke("query", DDP_TRACE, "SELECT * FROM kernels ORDER BY start_ns LIMIT 3").stdout
+    rows = json.loads(invoke("query", DDP_TRACE, "SELECT * FROM kernels ORDER BY start_ns LIMIT 3",
+                             "--format", "json").stdout)
+    assert text.count("-- row ") == 3
+    for row in rows:
+        for col in ("start_ns", "end_ns", "duration_ns", "correlation_id", "launch_ns"):
+            assert f"{col.ljust(14)}  {row[col]}" in text

@@ -142,13 +142,36 @@ def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) 
     """A rich table of the first ``limit`` rows of a frame; text folds, numbers stay whole."""
     out = _table(title)
     for col, dtype in zip(df.columns, df.dtypes, strict=True):
-        out.add_column(col, justify="right" if dtype.is_numeric() else "left", overflow="fold")
+        numeric = dtype.is_numeric()
+        out.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric,
+                       min_width=len(col) if numeric else None)
     for row in df.head(limit).iter_rows():
         out.add_row(*("" if v is None else escape(str(v)) for v in row))
     return out
 
 
+def _natural_width(df: pl.DataFrame) -> int:
+    """The width a frame's table needs to show every header and number whole (text capped at 24)."""
+    import polars as pl  # loads with the analysis, not for `traceql collect`
+
+    total = 0
+    for col, dtype in zip(df.columns, df.dtypes, strict=True):
+        cells = df[col].cast(pl.String).str.len_chars().max() or 0
+        total += max(len(col), cells if dtype.is_numeric() else min(cells, 24)) + 2
+    return total
+
+
 def print_frame(df: pl.DataFrame, *, limit: int = 50) -> None:
-    console.print(frame_table(df, limit=limit))
+    """A frame as a table; as one block of ``column  value`` lines per row when a table cannot fit."""
+    shown = df.head(limit)
+    if _natural_width(shown) <= console.width:
+        console.print(frame_table(df, limit=limit))
+    else:
+        name_width = max(map(len, df.columns), default=0)
+        for i, row in enumerate(shown.iter_rows(named=True)):
+            console.print(f"[bold]-- row {i + 1} --[/bold]")
+            for col, value in row.items():
+                console.print(f"{col.ljust(name_width)}  {escape('' if value is None else str(value))}",
+                              overflow="fold", highlight=False)
     if df.height > limit:
         console.print(f"… {df.height - limit} more rows (use --format csv/json/parquet or --output for all)")
