@@ -1,0 +1,72 @@
+"""`traceql export perfetto`: a trace's timeline as Chrome trace JSON, with detect's slowdown cases marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analyzers.detection.labels import PAIRED_FACTOR
+from traceql import __version__
+from traceql.commands import options
+from traceql.export import perfetto as chrome
+from traceql.labelling import label, read_baseline, read_timeline
+from traceql.sources import inputs
+
+__all__ = ["PerfettoResult", "perfetto"]
+
+
+@dataclass
+class PerfettoResult:
+    """What `export perfetto` wrote: the file, its events by kind (``cat``, and ``metadata``), the cases."""
+
+    path: Path
+    events: dict[str, int]
+    cases: int
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.events.values())
+
+
+def perfetto(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    *,
+    output: str | Path,
+    baseline: Sequence[str | Path] | None = None,
+    threshold: float = PAIRED_FACTOR,
+    single_trace: bool = False,
+) -> PerfettoResult:
+    """Write a trace's kernels, memory operations and steps as Chrome trace JSON to ``output`` (``.json`` or
+    ``.json.gz``), the compute kernels that `detect` labels slowed by communication marked as ``slowdown``.
+
+    Labels as :func:`traceql.commands.detect.detect` makes them, from the same options; with neither paths
+    nor baseline, the embedded example trace against its isolated baseline.
+    """
+    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
+        paths = None
+        if baseline is None:
+            baseline = [inputs.DEFAULT_BASELINE]
+    options.threshold(threshold)
+    output = chrome.check_output(Path(output))
+    timeline = read_timeline(paths)
+    iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
+    result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)
+    kernels, memops = timeline.kernels, timeline.memops
+    pids = chrome.processes(timeline.ranks, kernels, memops)
+    rows = [*chrome.kernel_rows(kernels, result.kernels, pids), *chrome.memop_rows(memops, pids),
+            *chrome.step_rows(kernels, memops, pids, chrome.steps_tid(kernels, memops))]
+    meta = chrome.metadata(pids, rows)
+    cases = int(result.kernels["is_slowdown"].sum())
+    other = {"traceql_version": __version__, "label_source": result.mode, "threshold": threshold,
+             "baseline_match_rate": result.match_rate, "cases": cases,
+             "inputs": [str(p) for p in _listed(paths or inputs.DEFAULT_TRACE)],
+             "baseline": [str(p) for p in baseline or []]}
+    chrome.write_trace(output, meta, rows, other)
+    return PerfettoResult(output, {**chrome.counts(rows), "metadata": len(meta)}, cases, result.mode, result.notes)
+
+
+def _listed(paths: str | Path | Sequence[str | Path]) -> list[str | Path]:
+    return [paths] if isinstance(paths, (str, Path)) else list(paths)
