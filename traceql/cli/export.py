@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import Files, guarded, note, spinner
+from traceql.cli.common import CONTEXT, Files, guarded, note, spinner
 
-app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True)
+app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True, context_settings=CONTEXT)
 
 
 @app.command()
