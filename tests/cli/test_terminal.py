@@ -146,3 +146,16 @@ def test_a_wide_query_result_becomes_records(invoke, width: int) -> None:
     for row in rows:
         for col in ("start_ns", "end_ns", "duration_ns", "correlation_id", "launch_ns"):
             assert f"{col.ljust(14)}  {row[col]}" in text
+
+
+@pytest.mark.parametrize("args,phrase", [
+    (["detect", "--threshold", "abc"], "Invalid value for '--threshold'"),
+    (["detect", "--top", "0"], "Invalid value for '--top'"),
+    (["detect", "--nope"], "No such option: --nope"),
+    (["dataset", "add"], "Missing argument 'root'"),
+    (["report", "--step", "x"], "Invalid value for '--step'"),
+])
+def test_usage_errors_are_one_line(invoke, args: list[str], phrase: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert phrase in result.stderr and "Usage:" not in result.output

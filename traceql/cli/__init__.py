@@ -15,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     context_settings=common.CONTEXT,
+    cls=common.OneLineErrors,
 )
 
 

@@ -17,12 +17,41 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
 
 # The terminal's width; off a terminal, COLUMNS if set, else 80: every table is laid out to fit 80 columns.
 console = Console()
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer, on click
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+
+class OneLineErrors(TyperGroup):
+    """The command line's group: a usage error (an unknown option, a bad value, a missing argument) is one
+    ``error:`` line on stderr and exit 2, as traceql's own option checks are, not click's box of text."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
+                                **extra)
+        except click_errors.NoArgsIsHelpError as err:
+            sys.stdout.write(err.ctx.get_help() + "\n")
+            code = 0
+        except click_errors.ClickException as err:
+            sys.stderr.write(f"error: {err.format_message()}\n")
+            code = err.exit_code
+        except typer.Abort:
+            sys.stderr.write("error: interrupted\n")
+            code = INTERRUPTED
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 WIDE = 400  # --wide: the width tables may take
 _settings = {"quiet": False}
 
