@@ -91,6 +91,7 @@ class Timeline:
     nvtx: pl.DataFrame
     ranks: pl.DataFrame
     has_metrics: bool  # the input held Nsight Compute metrics (which are not a timeline)
+    notes: list[str] = field(default_factory=list)  # what reading it had to do differently
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -116,7 +117,7 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
     """Read the timeline of a trace (files or folders; the embedded example when None)."""
     with read_trace(paths) as trace:
         return Timeline(trace.paths[0], with_keys(trace.kernels), trace.memcpy, trace.nvtx, trace.ranks,
-                        not trace.relation("kernel_metrics").is_empty())
+                        not trace.relation("kernel_metrics").is_empty(), trace.notes)
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
@@ -124,9 +125,10 @@ def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
     with read_trace(paths) as iso:
         kernels = iso.kernels
         path = iso.paths[0]
+        notes = list(iso.notes)
     comm = kernels.filter(pl.col("kind") == "comm").height
-    notes = [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
-             "(record it on one GPU without DDP/NCCL)"] if comm else []
+    notes += [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
+              "(record it on one GPU without DDP/NCCL)"] if comm else []
     return Baseline(path, with_keys(kernels.filter(pl.col("kind") == "compute")), notes)
 
 
@@ -227,8 +229,8 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     kernels = timeline.kernels
     if kernels.filter(pl.col("kind") == "compute").is_empty():
         return _no_kernels(timeline)
-    notes = [] if kernels.filter(pl.col("kind") == "comm").height else [
-        "no communication kernels in this trace: nothing overlaps, so no slowdown cases"]
+    notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
+        "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
     model = detector if detector is not None else SlowdownDetector(threshold=threshold)
     scored = _scored(kernels, model)
     rate = metrics_rate = None

@@ -11,7 +11,7 @@ import polars as pl
 
 from traceql import sources
 from traceql.errors import QueryError
-from traceql.model import engine, schema, steps
+from traceql.model import engine, schema, steps, validate
 from traceql.sources import inputs
 
 
@@ -40,9 +40,10 @@ class Trace:
     in :attr:`con`; :meth:`sql` queries them, :meth:`relation` reads one as a polars DataFrame.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path]) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path], notes: list[str] | None = None) -> None:
         self.con = con
         self.paths = paths
+        self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
         self.closed = False
 
     def _open(self) -> None:
@@ -105,9 +106,10 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     con = engine.connect()
     try:
         engine.create_relations(con)
-        sources.load(con, checked)
+        notes = sources.load(con, checked)
+        notes += validate.check(con)
         steps.attribute(con)
     except BaseException:
         con.close()
         raise
-    return Trace(con, [f.path for f in checked])
+    return Trace(engine.sealed(con, list(schema.RELATIONS)), [f.path for f in checked], notes)

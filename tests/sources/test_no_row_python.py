@@ -27,12 +27,16 @@ def python_calls(path: Path) -> int:
 
 
 def test_python_calls_do_not_grow_with_kernels(tmp_path: Path) -> None:
-    # the same real trace with its kernel table repeated four times
+    # the same real trace with its kernel table repeated four times (each copy shifted in time: exact
+    # duplicate rows would be dropped as such)
     big = tmp_path / "gpt2_x4.sqlite"
     shutil.copyfile(DDP_FILE, big)
     con = sqlite3.connect(big)
-    for _ in range(2):
+    for shift in (10**12, 2 * 10**12):
+        n = con.execute("SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
         con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + ?, "end" = "end" + ? WHERE rowid > ?',
+                    [shift, shift, n])
     con.commit()
     con.close()
     for p in (DDP_FILE, big):

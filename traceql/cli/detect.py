@@ -50,16 +50,13 @@ def detect(
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
     from traceql.commands.detect import detect as run_detect
-    from traceql.export.files import format_for, write_frame
 
-    out_format = format_for(out) if out is not None else None
     with spinner("detecting…"):
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
-                            metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace)
+                            metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out)
     for text in result.notes:
         note(text)
     if out is not None:
-        write_frame(result.kernels, out, out_format)
         note(f"wrote {result.kernels.height} kernel rows to {out}")
     if fmt is Format.json:
         emit_json(result.to_dict())

@@ -7,7 +7,19 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, spinner, table
+from traceql.cli.common import (
+    Files,
+    Format,
+    FormatOption,
+    console,
+    emit_json,
+    guarded,
+    ms,
+    note,
+    num_ms,
+    spinner,
+    table,
+)
 
 
 @guarded
@@ -21,6 +33,8 @@ def info(
 
     with spinner("reading…"):
         summary = run_info(files or None, top=top)
+    for text in summary["notes"]:
+        note(text)
     if fmt is Format.json:
         emit_json(summary)
     else:

@@ -29,15 +29,18 @@ def query(
 ) -> None:
     """Run SQL over the normalized relations: runs, ranks, kernels, memcpy, nvtx, gpus."""
     from traceql.commands.query import run_query
-    from traceql.export.files import frame_bytes, write_frame
+    from traceql.export.files import frame_bytes
 
     if out is None and fmt is FrameFormat.parquet:
         raise TraceqlError("parquet is binary: give --output PATH")
     *paths, sql = args
+    notes: list[str] = []
     with spinner("querying…"):
-        df = run_query([Path(p) for p in paths], sql)
+        df = run_query([Path(p) for p in paths], sql, notes=notes, output=out,
+                       fmt="parquet" if fmt is FrameFormat.table else fmt.value)
+    for text in notes:
+        note(text)
     if out is not None:
-        write_frame(df, out, "parquet" if fmt is FrameFormat.table else fmt.value)
         note(f"wrote {df.height} rows to {out}")
     elif fmt is FrameFormat.table:
         print_frame(df, limit=limit)

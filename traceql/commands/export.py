@@ -51,6 +51,7 @@ def perfetto(
             baseline = [inputs.DEFAULT_BASELINE]
     options.threshold(threshold)
     output = chrome.check_output(Path(output))
+    options.not_an_input(output, [*_listed(paths or []), *(baseline or [])], "--output")
     timeline = read_timeline(paths)
     iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
     result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)

@@ -65,4 +65,4 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
 def info(paths: str | Path | Sequence[str | Path] | None = None, *, top: int = 10) -> dict[str, Any]:
     """`traceql info`: the summary of a trace's files or folders (the embedded example when None)."""
     with read_trace(paths) as trace:
-        return trace_info(trace, top=top)
+        return {**trace_info(trace, top=top), "notes": trace.notes}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from traceql.errors import OptionError
@@ -37,3 +39,15 @@ def ranks(text: str | None) -> list[int] | None:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise OptionError(f"--ranks {text!r}: expected rank numbers such as 0 or 0,2") from None
+
+
+def not_an_input(output: str | Path, paths: Sequence[str | Path] | str | Path | None, option: str) -> Path:
+    """``output``, unless it is one of the input files ``paths`` resolve to: traceql never writes an input."""
+    from traceql.sources import inputs
+
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    target = Path(output).resolve()
+    for f in inputs.resolve(given or None):
+        if f.path.resolve() == target:
+            raise OptionError(f"{option} {output}: that is an input trace; traceql never writes its inputs")
+    return Path(output)

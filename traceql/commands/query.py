@@ -7,13 +7,26 @@ from pathlib import Path
 
 import polars as pl
 
+from traceql.commands import options
 from traceql.errors import QueryError
+from traceql.export.files import write_frame
 from traceql.trace import read_trace
 
 
-def run_query(paths: Sequence[str | Path], sql: str) -> pl.DataFrame:
-    """Open ``paths`` (the embedded default when empty) and return the result of ``sql`` as a frame."""
+def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None = None,
+              output: str | Path | None = None, fmt: str = "parquet") -> pl.DataFrame:
+    """Open ``paths`` (the embedded default when empty) and return the result of ``sql`` as a frame; what
+    reading had to do differently is appended to ``notes``. The SQL runs over the model alone: it cannot
+    read or write files, attach databases or load extensions. With ``output``, the result is also written
+    there (in ``fmt``: parquet, csv or json), atomically; it may not be an input."""
     if not sql.strip():
         raise QueryError("empty SQL query")
+    if output is not None:
+        options.not_an_input(output, paths, "--output")
     with read_trace(list(paths) or None) as trace:
-        return trace.sql(sql)
+        if notes is not None:
+            notes.extend(trace.notes)
+        df = trace.sql(sql)
+    if output is not None:
+        write_frame(df, Path(output), fmt)
+    return df

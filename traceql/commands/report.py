@@ -52,6 +52,8 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
         return _dataset_report(single, output)
     if not paths and baseline is None:
         paths, baseline = None, [inputs.DEFAULT_BASELINE]
+    options.not_an_input(output, [*([paths] if isinstance(paths, (str, Path)) else paths or []), *(baseline or [])],
+                         "--output")
     timeline = read_timeline(paths or None)
     iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
     result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)

@@ -69,6 +69,27 @@ def into(table: str) -> str:
     return "(" + ", ".join(schema.source_columns(table)) + ")"
 
 
+def sealed(con: duckdb.DuckDBPyConnection, names: list[str]) -> duckdb.DuckDBPyConnection:
+    """The model's tables ``names`` moved into a fresh connection that never loaded the SQLite scanner and
+    is closed to the outside: SQL over it can read and compute, but not read or write files, attach
+    databases (an input could be changed through one), load extensions or reach the network, nor change
+    that. ``con`` is closed."""
+    out = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    try:
+        for name in names:
+            out.register("_frame", con.table(name).arrow())
+            out.execute(f"CREATE TABLE {name} AS SELECT * FROM _frame")
+            out.unregister("_frame")
+        out.execute("SET enable_external_access = false")
+        out.execute("SET lock_configuration = true")
+    except BaseException:
+        out.close()
+        raise
+    finally:
+        con.close()
+    return out
+
+
 def sql_literal(text: str) -> str:
     """Quote a string as a SQL literal (for statements such as ATTACH that take no parameters)."""
     return "'" + text.replace("'", "''") + "'"

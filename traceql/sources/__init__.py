@@ -1,6 +1,6 @@
 """Input formats → the normalized model. One module per format; each offers ``load(con, files)``, which
 inserts its checked input files (``inputs.InputFile``, grouped into runs by their ``run``) into the model's
-tables. :func:`load` sends every file to its format's module."""
+tables (and may return notes for the user). :func:`load` sends every file to its format's module."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ READERS = {"nsys-sqlite": "traceql.sources.nsys", "kineto-json": "traceql.source
            "ncu-csv": "traceql.sources.ncu"}
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
-    """Insert every checked input file into ``con``'s model tables, each through its format's reader."""
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> list[str]:
+    """Insert every checked input file into ``con``'s model tables, each through its format's reader; the
+    readers' notes (what they had to do differently) are returned."""
+    notes: list[str] = []
     for fmt, module in READERS.items():
         mine = [f for f in files if f.fmt == fmt]
         if mine:
-            importlib.import_module(module).load(con, mine)
+            notes += importlib.import_module(module).load(con, mine) or []
+    return notes
 
 
 def by_run(files: list[InputFile]) -> dict[str | None, list[InputFile]]:

@@ -28,6 +28,7 @@ class InputFile:
     fmt: str
     cpu_run: bool = False  # from a collection on CPU: a Kineto trace without GPU activity is expected
     run: str | None = None  # the run folder it came from: its files form one run of that name
+    wal: bool = False  # a SQLite database in WAL mode: reading it in place would create files beside it
 
 
 def _export_hint(path: Path) -> str:
@@ -55,7 +56,11 @@ def _check_sqlite_header(path: Path, head: bytes, size: int) -> None:
 def check_file(path: Path) -> InputFile:
     """Classify one file by its first bytes; raise InputError for anything that is not a trace."""
     if not path.exists():
-        raise InputError("no such file or directory", path=str(path))
+        why = "a link to nothing" if path.is_symlink() else "no such file or directory"
+        raise InputError(why, path=str(path))
+    if not path.is_file():  # a FIFO would block forever, a device never end
+        raise InputError("not a regular file (a pipe, socket or device?): give the trace file itself",
+                         path=str(path))
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
@@ -70,7 +75,7 @@ def check_file(path: Path) -> InputFile:
         return InputFile(path, "ncu-csv")
     if head.startswith(SQLITE_MAGIC):
         _check_sqlite_header(path, head, size)
-        return InputFile(path, "nsys-sqlite")
+        return InputFile(path, "nsys-sqlite", wal=head[18:20] == b"\x02\x02")
     if head.startswith(NSYS_REP_MAGIC) or path.suffix in {".nsys-rep", ".qdrep"}:
         raise InputError(f"an Nsight Systems report, not its SQLite export; {_export_hint(path)}", path=str(path))
     if head.startswith(b"SQLite format"):

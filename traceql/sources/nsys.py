@@ -6,6 +6,8 @@ are resolved through ``StringIds``, and all row work happens inside DuckDB.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +46,11 @@ def _fail(path: Path, exc: duckdb.Error) -> InputError:
     return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> NsysFile:
-    """ATTACH one export read-only and check it has what the model needs."""
+def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None) -> NsysFile:
+    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
+    needs; errors name ``path``."""
     try:
-        con.execute(f"ATTACH {sql_literal(str(path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
+        con.execute(f"ATTACH {sql_literal(str(read_from or path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
         tables = {
             r[0] for r in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [alias]
@@ -199,12 +202,24 @@ def _load_run(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list
             raise _fail(f.path, exc) from exc
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
-    """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached."""
-    for run, group in by_run(files).items():
-        attached = [attach(con, f.path, f"src{i}") for i, f in enumerate(group)]
-        try:
-            _load_run(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
-        finally:
-            for f in attached:
-                con.execute(f"DETACH {f.alias}")
+def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> list[str]:
+    """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached. An export
+    in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said."""
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
+        for run, group in by_run(files).items():
+            attached = []
+            try:
+                for i, f in enumerate(group):
+                    copy = None
+                    if f.wal:
+                        copy = Path(scratch) / f"{i}-{f.path.name}"
+                        shutil.copyfile(f.path, copy)
+                        notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
+                                     "so that nothing is created beside it")
+                    attached.append(attach(con, f.path, f"src{i}", read_from=copy))
+                _load_run(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
+            finally:
+                for f in attached:
+                    con.execute(f"DETACH {f.alias}")
+    return notes
