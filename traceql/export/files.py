@@ -31,7 +31,10 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise TraceqlError("output directory does not exist", path=str(parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise TraceqlError(f"cannot write here: {exc.strerror} (a read-only folder?)", path=str(path)) from None
     try:
         os.fchmod(fd, _user_file_mode())  # mkstemp makes the file private (0600)
         with os.fdopen(fd, "wb") as fh:
@@ -39,6 +42,9 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise TraceqlError(f"cannot write: {exc.strerror} (disk full or no permission?)", path=str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -62,6 +62,8 @@ class _Reader:
         while True:
             try:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise self._fail("invalid trace: JSON nested too deeply to be a trace event") from None
             except json.JSONDecodeError as exc:
                 if self._fill():
                     continue

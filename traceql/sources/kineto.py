@@ -74,8 +74,9 @@ def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
         cat = str(ev.get("cat", "")).lower()
         kind = GPU_CATS.get(cat)
         if kind is not None:
-            args = ev.get("args") or {}
-            grid, block = args.get("grid") or (None,) * 3, args.get("block") or (None,) * 3
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            grid, block = (v if isinstance(v, (list, tuple)) else (None,) * 3
+                           for v in (args.get("grid"), args.get("block")))
             for f, v in zip(GPU_FIELDS, (kind, ev.get("name"), ev.get("ts"), ev.get("dur", 0), args.get("device"),
                                          args.get("stream"), args.get("correlation"), list(grid), list(block),
                                          args.get("registers per thread"), args.get("shared memory"),
@@ -86,7 +87,7 @@ def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
                 notes[f].append(v)
         else:
             cpu_events += 1
-            if cat in LAUNCH_CATS and "correlation" in (ev.get("args") or {}):
+            if cat in LAUNCH_CATS and isinstance(ev.get("args"), dict) and "correlation" in ev["args"]:
                 launches["correlation"].append(ev["args"]["correlation"])
                 launches["ts"].append(ev.get("ts"))
             if pid is None and isinstance(ev.get("pid"), int) and cat == "cpu_op":
@@ -100,13 +101,20 @@ def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
     return KinetoFile(path, meta, gpu, notes, launches, pid)
 
 
+MAX_US = 9_000_000_000_000_000  # µs; beyond, nanoseconds leave int64
+
+
 def _ns(col: str) -> pl.Expr:
-    """µs as text ("4438525877947.739") or number → int64 ns, exact for up to 3 decimals, rounded beyond."""
+    """µs as text ("4438525877947.739") or number → int64 ns, exact for up to 3 decimals, rounded beyond;
+    null for anything else (no number, NaN, an exponent, out of range), which validation then drops."""
     text = pl.col(col).cast(pl.String)
     parts = text.str.split_exact(".", 1)
-    whole = parts.struct.field("field_0").cast(pl.Int64) * 1000
+    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
+    whole = pl.when(whole.abs() <= MAX_US).then(whole)
     frac = parts.struct.field("field_1").fill_null("").str.pad_end(4, "0")
-    return whole + frac.str.slice(0, 3).cast(pl.Int64) + (frac.str.slice(3, 1).cast(pl.Int64) >= 5).cast(pl.Int64)
+    digits = pl.when(frac.str.contains(r"^[0-9]+$")).then(frac)
+    rounding = (digits.str.slice(3, 1).cast(pl.Int64, strict=False) >= 5).cast(pl.Int64)
+    return whole * 1000 + digits.str.slice(0, 3).cast(pl.Int64, strict=False) + rounding
 
 
 def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
@@ -115,11 +123,11 @@ def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
     shorts = short_names(g["name"])
     launches = (
         pl.DataFrame(f.launches, schema_overrides={"ts": pl.String}, strict=False)
-        .select(pl.col("correlation").cast(pl.Int64), _ns("ts").alias("launch_ns"))
+        .select(pl.col("correlation").cast(pl.Int64, strict=False), _ns("ts").alias("launch_ns"))
         .group_by("correlation").agg(pl.col("launch_ns").min())
     )
     start = _ns("ts")
-    g = g.with_columns(pl.col("correlation").cast(pl.Int64))
+    g = g.with_columns(pl.col("correlation").cast(pl.Int64, strict=False))
     g = g.join(shorts, on="name", how="left", maintain_order="left")
     return g.join(launches, on="correlation", how="left", maintain_order="left").with_columns(
         pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"),
@@ -139,11 +147,12 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
         return
     g = _gpu_frame(f, run_id, rank)
     kernels = g.filter(pl.col("kind").is_in(["kernel", "sync"])).with_columns(
-        *(pl.col(d).list.get(i, null_on_oob=True).cast(pl.Int32).alias(f"{d}_{a}")
+        *(pl.col(d).list.get(i, null_on_oob=True).cast(pl.Int32, strict=False).alias(f"{d}_{a}")
           for d in ("grid", "block") for i, a in enumerate("xyz")),
-        pl.col("device").cast(pl.Int32), pl.col("stream").cast(pl.Int64),
-        pl.col("registers").cast(pl.Int32), pl.col("shared").cast(pl.Int64).alias("shared_mem"),
-        pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
+        pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
+        pl.col("registers").cast(pl.Int32, strict=False),
+        pl.col("shared").cast(pl.Int64, strict=False).alias("shared_mem"),
+        pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
     )
     insert_frame(con, "kernels", kernels, select=f"""
         run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
@@ -152,10 +161,11 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
         CASE WHEN kind = 'kernel' AND {kind_expr('short_name')} = 'comm' THEN {collective_expr('short_name')} END,
         launch_ns""")
     mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
-        pl.col("device").cast(pl.Int32), pl.col("stream").cast(pl.Int64), pl.col("bytes").cast(pl.Int64),
+        pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
+        pl.col("bytes").cast(pl.Int64, strict=False),
         pl.when(pl.col("kind") == "memset").then(pl.lit("Memset"))
         .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
-        pl.col("correlation").cast(pl.Int64).alias("correlation_id"),
+        pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
     )
     insert_frame(con, "memcpy", mem.select(source_columns("memcpy")))
     props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}

@@ -85,11 +85,28 @@ def _raw(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     units = (units_row.head(1).transpose(include_header=True, header_name="metric", column_names=["unit"])
              if units_row.height else pl.DataFrame({"metric": df.columns, "unit": [""] * df.width}))
     data = _numeric(data, set(ID_COLS) | {"Process Name", "Host Name"})
+    units = units.with_columns(pl.col("unit").fill_null(""))
     curated = []
     for name, (candidates, _) in CURATED.items():
         col = next((c for c in candidates if c in data.columns), None)
-        curated.append((pl.col(col).cast(pl.Float64, strict=False) if col else pl.lit(None, pl.Float64)).alias(name))
-    return data.with_columns(curated), units.with_columns(pl.col("unit").fill_null(""))
+        value = pl.col(col).cast(pl.Float64, strict=False) if col else pl.lit(None, pl.Float64)
+        if col and name == "ncu_duration_ns":
+            value = value * _time_scale(units, col)
+        curated.append(value.alias(name))
+    return data.with_columns(curated), units
+
+
+class UnitError(ValueError):
+    """A duration metric in a unit that is not a unit of time."""
+
+
+def _time_scale(units: pl.DataFrame, metric: str) -> float:
+    """Nanoseconds per unit of ``metric`` (ns when the CSV gives no unit)."""
+    found = units.filter(pl.col("metric") == metric)["unit"]
+    unit = (found[0] if len(found) else "") or "ns"
+    if unit not in TIME_SCALE:
+        raise UnitError(f"{metric} is in {unit!r}, not a unit of time (ns, us, ms, s)")
+    return TIME_SCALE[unit]
 
 
 def _details(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -109,8 +126,7 @@ def _details(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             continue
         value = pl.col(metric)
         if name == "ncu_duration_ns":
-            unit = units.filter(pl.col("metric") == metric)["unit"].item()
-            value = value * TIME_SCALE.get(unit, float("nan"))
+            value = value * _time_scale(units, metric)
         curated.append(value.alias(name))
     return wide.with_columns(curated), units.with_columns(pl.col("unit").fill_null(""))
 
@@ -126,11 +142,16 @@ def read_ncu(path: Path) -> NcuMetrics:
     if missing:
         raise InputError(f"unknown ncu CSV layout: no {', '.join(sorted(missing))} column "
                          "(expected ncu --csv --page raw or --page details)", path=str(path))
-    if DETAILS_COLS <= set(df.columns):
-        page, (metrics, units) = "details", _details(df)
-    elif any("__" in c for c in df.columns):
-        page, (metrics, units) = "raw", _raw(df)
-    else:
+    try:
+        if DETAILS_COLS <= set(df.columns):
+            page, (metrics, units) = "details", _details(df)
+        elif any("__" in c for c in df.columns):
+            page, (metrics, units) = "raw", _raw(df)
+        else:
+            page = None
+    except UnitError as exc:
+        raise InputError(str(exc), path=str(path)) from None
+    if page is None:
         raise InputError("unknown ncu CSV layout: neither raw metrics (name__metric columns) nor the details "
                          "page (Section/Metric Name/Value columns)", path=str(path))
     if metrics.is_empty():
