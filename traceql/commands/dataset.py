@@ -26,10 +26,13 @@ def add(root: str | Path, paths: Sequence[str | Path], *, baselines: Sequence[st
         model: str | None = None, config: str | None = None,
         progress: Callable[[str], None] | None = None) -> list[Outcome]:
     """Add run folders or traces to the dataset at ``root``; each is one entry, paired with the baseline it
-    matches best. A failure does not stop the others; it is reported in the returned outcomes."""
-    from traceql.dataset.add import BaselinePicker, add_one
+    matches best. A failure does not stop the others; it is reported in the returned outcomes. OptionError,
+    before anything is read or written, when ``root`` is (inside) one of the sources or baselines."""
+    from traceql.dataset.add import BaselinePicker, add_one, refuse_root_inside
 
+    refuse_root_inside(root, [*paths, *baselines])
     ds = Dataset(root)
+    ds.prepare()  # what interrupted writers left goes first
     picker = BaselinePicker(baselines)
     out = []
     for path in map(Path, paths):

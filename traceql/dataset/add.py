@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from traceql.dataset.store import Dataset, Outcome, content_id
+from traceql.errors import OptionError
 from traceql.labelling import Baseline, Timeline, label, read_baseline, read_timeline
 from traceql.sources import inputs, runfolder
 
@@ -59,6 +60,24 @@ def _trace_files(path: Path) -> list[Path]:
     return [f.path for f in inputs.resolve([path])]
 
 
+def _input_folders(path: Path) -> list[Path]:
+    """What an input owns on disk: a folder itself; a trace file, and the run folder it lies in (if any)."""
+    path = path.resolve()
+    if path.is_dir():
+        return [path]
+    return [path, *(p for p in path.parents[:2] if runfolder.read_manifest(p) is not None)]
+
+
+def refuse_root_inside(root: str | Path, paths: Sequence[str | Path]) -> None:
+    """OptionError when the dataset folder is, or is inside, one of the inputs: a dataset never writes there."""
+    where = Path(root).resolve()
+    for given in paths:
+        for folder in _input_folders(Path(given)):
+            if where == folder or folder in where.parents:
+                raise OptionError(f"the dataset folder {root} is inside the input {given}; traceql never writes "
+                                  "into its inputs: choose a folder outside them")
+
+
 def add_one(ds: Dataset, path: Path, picker: BaselinePicker, *, model: str | None = None,
             config: str | None = None, metrics: pl.DataFrame | None = None,
             entry_id: str | None = None) -> Outcome:
@@ -79,12 +98,14 @@ def add_one(ds: Dataset, path: Path, picker: BaselinePicker, *, model: str | Non
         pl.lit(str(baseline_path) if baseline_path else None, pl.String).alias("baseline"),
     )
     totals = result.to_dict()["totals"]
-    ds.add(entry, name, cfg, rows, {**info, "inputs": [str(f) for f in files],
-                                    "baseline": str(baseline_path) if baseline_path else None,
-                                    "baseline_match_rate": round(rate, 4) if baseline_path else None,
-                                    "label_mode": result.mode, "cases": totals["cases"],
-                                    "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
-                                    "versions": _versions()})
+    written = ds.add(entry, name, cfg, rows, {**info, "inputs": [str(f) for f in files],
+                                              "baseline": str(baseline_path) if baseline_path else None,
+                                              "baseline_match_rate": round(rate, 4) if baseline_path else None,
+                                              "label_mode": result.mode, "cases": totals["cases"],
+                                              "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
+                                              "versions": _versions()})
+    if written is None:
+        return Outcome(entry, "skipped", message="added meanwhile by another writer")
     how = f" vs {baseline_path.name} ({rate:.0%} match)" if baseline_path else ""
     return Outcome(entry, "added", rows.height, totals["cases"], totals["time_lost_ns"], f"labels: {result.mode}{how}")
 

@@ -101,6 +101,7 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
     """Collect and label every configuration of a sweep into the dataset at ``root``."""
     sweep = load_sweep(sweep_path)
     ds = Dataset(root)
+    ds.prepare()  # what interrupted writers left goes first
     runs = Path(root) / "runs"
     outcomes: list[Outcome] = []
     pickers: dict[Path, Any] = {}

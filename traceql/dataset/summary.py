@@ -18,7 +18,7 @@ def summary(root: str | Path) -> pl.DataFrame:
         rows = rows.filter(pl.col("baseline_kind").fill_null("") != "reference")
     case = pl.col("is_slowdown")
     ratio = pl.col("slowdown_ratio").filter(case)
-    return (
+    return ds.collect(
         rows.group_by("model", "config")
         .agg(pl.col("entry_id").n_unique().alias("entries"), pl.len().alias("rows"),
              case.sum().cast(pl.Int64).alias("cases"),
@@ -28,5 +28,4 @@ def summary(root: str | Path) -> pl.DataFrame:
              ratio.median().round(3).alias("ratio_median"), ratio.quantile(0.9).round(3).alias("ratio_p90"),
              ratio.max().round(3).alias("ratio_max"))
         .sort("model", "config")
-        .collect()
     )
