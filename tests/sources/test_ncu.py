@@ -133,3 +133,17 @@ def test_unknown_layout(tmp_path: Path) -> None:
     path.write_text('"ID","Kernel Name","Grid Size","Block Size","Foo"\n"0","k","(1, 1, 1)","(1, 1, 1)","1"\n')
     with pytest.raises(traceql.InputError, match="unknown ncu CSV layout"):
         read_ncu(path)
+
+
+def test_raw_durations_follow_their_unit(tmp_path: Path) -> None:
+    """The raw page's unit row decides: the same launches in microseconds are 1000 times more nanoseconds."""
+    raw = ROOT / "datasets" / "ncu" / "toy_single_raw12.csv"
+    lines = raw.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith('"",'))
+    header, cells = lines[at - 1].split('","'), lines[at].split('","')
+    assert cells[header.index("gpu__time_duration.sum")] == "ns"
+    cells[header.index("gpu__time_duration.sum")] = "usecond"
+    lines[at] = '","'.join(cells)
+    (tmp_path / "us.csv").write_text("\n".join(lines))
+    ns, us = read_ncu(raw).metrics["ncu_duration_ns"], read_ncu(tmp_path / "us.csv").metrics["ncu_duration_ns"]
+    assert (us == ns * 1000).all() and ns.null_count() == 0

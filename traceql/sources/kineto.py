@@ -60,6 +60,15 @@ GPU_FIELDS = ("kind", "name", "ts", "dur", "device", "stream", "correlation", "g
 NOTE_FIELDS = ("cat", "name", "ts", "dur")
 
 
+def _int(value: Any) -> int | None:
+    """An integer field of an event, or None for anything else (a string, a list, a bool)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
     """Stream one trace file into a :class:`KinetoFile`; InputError/SchemaError for what cannot be used."""
     meta: dict[str, Any] = {}
@@ -77,17 +86,18 @@ def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             grid, block = (v if isinstance(v, (list, tuple)) else (None,) * 3
                            for v in (args.get("grid"), args.get("block")))
-            for f, v in zip(GPU_FIELDS, (kind, ev.get("name"), ev.get("ts"), ev.get("dur", 0), args.get("device"),
-                                         args.get("stream"), args.get("correlation"), list(grid), list(block),
-                                         args.get("registers per thread"), args.get("shared memory"),
-                                         args.get("bytes")), strict=True):
+            for f, v in zip(GPU_FIELDS, (kind, _text(ev.get("name")), ev.get("ts"), ev.get("dur", 0),
+                                         *(_int(args.get(a)) for a in ("device", "stream", "correlation")),
+                                         [_int(x) for x in grid], [_int(x) for x in block],
+                                         *(_int(args.get(a)) for a in ("registers per thread", "shared memory",
+                                                                       "bytes"))), strict=True):
                 gpu[f].append(v)
         elif cat in ANNOTATION_CATS:
-            for f, v in zip(NOTE_FIELDS, (cat, ev.get("name"), ev.get("ts"), ev.get("dur", 0)), strict=True):
+            for f, v in zip(NOTE_FIELDS, (cat, _text(ev.get("name")), ev.get("ts"), ev.get("dur", 0)), strict=True):
                 notes[f].append(v)
         else:
             cpu_events += 1
-            if cat in LAUNCH_CATS and isinstance(ev.get("args"), dict) and "correlation" in ev["args"]:
+            if cat in LAUNCH_CATS and isinstance(ev.get("args"), dict) and _int(ev["args"].get("correlation")):
                 launches["correlation"].append(ev["args"]["correlation"])
                 launches["ts"].append(ev.get("ts"))
             if pid is None and isinstance(ev.get("pid"), int) and cat == "cpu_op":

@@ -41,8 +41,16 @@ class NsysFile:
     pids: list[int]
 
 
-def _fail(path: Path, exc: duckdb.Error) -> InputError:
+def _fail(path: Path, exc: duckdb.Error) -> InputError | SchemaError:
+    """One line for what went wrong reading an export: a value of the wrong type, a table or column the model
+    needs and the export lacks, or a file SQLite cannot read."""
     msg = str(exc).splitlines()[0]
+    if "Mismatch Type" in msg:
+        return InputError(f"a column holds values of the wrong type ({msg}): damaged, or written by another tool?",
+                          path=str(path))
+    if msg.startswith(("Binder Error", "Catalog Error")):
+        return SchemaError(f"the export lacks a table or column the model needs ({msg}): made by an nsys version "
+                           "traceql does not know, or altered?", path=str(path))
     return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
 
 

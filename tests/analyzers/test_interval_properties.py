@@ -1,0 +1,50 @@
+"""Properties of the interval arithmetic every overlap figure stands on, over generated intervals (hypothesis):
+0 <= overlap <= duration, the same as a brute-force count, the same whatever the order of the input."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzers.intervals import intersection_length, merge, overlap_with_union, overlapping_pairs, union_length
+from tests.oracle import union_overlap
+
+interval = st.tuples(st.integers(-10**6, 10**6), st.integers(0, 10**5)).map(lambda t: (t[0], t[0] + t[1]))
+intervals = st.lists(interval, max_size=60)
+
+
+def arrays(items: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([a for a, _ in items], np.int64), np.array([b for _, b in items], np.int64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(comm=intervals, kernels=intervals, seed=st.integers(0, 2**32 - 1))
+def test_overlap_is_bounded_exact_and_order_free(comm, kernels, seed) -> None:
+    us, ue = merge(*arrays(comm))
+    assert (us[1:] > ue[:-1]).all() and (ue >= us).all()  # sorted, disjoint
+    a, b = arrays(kernels)
+    got = overlap_with_union(us, ue, a, b)
+    assert ((got >= 0) & (got <= b - a)).all()
+    assert got.tolist() == [union_overlap(x, y, comm) for x, y in kernels]
+    shuffled = list(comm)
+    np.random.default_rng(seed).shuffle(shuffled)
+    assert overlap_with_union(*merge(*arrays(shuffled)), a, b).tolist() == got.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=intervals, second=intervals)
+def test_intersection_is_symmetric_and_within_each_union(first, second) -> None:
+    both = intersection_length(*arrays(first), *arrays(second))
+    assert both == intersection_length(*arrays(second), *arrays(first))
+    assert 0 <= both <= min(union_length(*arrays(first)), union_length(*arrays(second)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=intervals, b=intervals)
+def test_overlapping_pairs_are_every_intersecting_pair(a, b) -> None:
+    b = sorted(b)
+    i, j, length = overlapping_pairs(*arrays(a), *arrays(b))
+    want = sorted((x, y, min(a[x][1], b[y][1]) - max(a[x][0], b[y][0])) for x in range(len(a)) for y in range(len(b))
+                  if b[y][0] < a[x][1] and b[y][1] > a[x][0])
+    assert sorted(zip(i.tolist(), j.tolist(), length.tolist(), strict=True)) == want

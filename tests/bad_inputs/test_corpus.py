@@ -1,0 +1,45 @@
+"""Every case of the bad-input corpus ends as the README promises: the right exit code, one `error:` line that
+names the file and the problem (or a warning, where the data is still usable), no traceback, and the inputs —
+and the folders they sit in — exactly as they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bad_inputs.corpus import CASES
+from tests.paths import sha256
+
+
+def state(paths: list[Path]) -> dict[str, object]:
+    """Each input's bytes and its folder's listing."""
+    out: dict[str, object] = {}
+    for p in paths:
+        out[str(p)] = sha256(p) if p.is_file() else None
+        out[f"{p.parent}/"] = sorted(x.name for x in p.parent.iterdir())
+    return out
+
+
+def test_the_corpus_is_large_enough() -> None:
+    groups = {name.split("-")[0] for name in CASES}
+    assert len(CASES) >= 60 and groups >= {"file", "sqlite", "kineto", "ncu", "sql", "output", "usage"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input(invoke, tmp_path: Path, name: str) -> None:
+    s = CASES[name](tmp_path)
+    before = state(s.inputs)
+    result = invoke(*s.args)
+    shown = result.stdout + result.stderr
+    assert "Traceback" not in shown and "internal error" not in shown, shown[-2000:]
+    assert result.exit_code == s.code, shown[-2000:]
+    if s.code:
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+        assert s.phrase in result.stderr, result.stderr
+        if s.names is not None:
+            assert str(s.names) in result.stderr, result.stderr
+    else:
+        assert s.phrase in result.stderr, result.stderr
+    assert state(s.inputs) == before
+    assert not [p for p in s.absent if p.exists()]
