@@ -5,7 +5,9 @@
 Rank and world size come from the launcher's environment (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, or
 mpirun's OMPI_COMM_WORLD_*, PMI_*, SLURM_*). The profiled window is ``--steps`` steps in the middle of the
 last epoch, between cudaProfilerStart/Stop, each step inside an NVTX range ``step_<i>``. The rank's result
-(status, versions, step times, files) is written to RUN_DIR/results/rank<R>.json, also when it fails.
+(status, pid, versions, step times, files) is written to RUN_DIR/results/rank<R>.json, also when it fails:
+then with the exception (``error``) and where it was raised (``error_at``: the innermost frame in the input
+folder, the user's code, else the innermost frame anywhere).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -86,6 +89,42 @@ def _result_path(args: argparse.Namespace) -> Path:
     return Path(args.run) / "results" / f"rank{session.rank_from_env()[0]}.json"
 
 
+def _started() -> dict[str, Any]:
+    """A rank's result while it runs: what stops it from outside (pid, host) is known from the start."""
+    return {"rank": session.rank_from_env()[0], "status": "running", "pid": os.getpid(),
+            "host": socket.gethostname(), "started": time.time()}
+
+
+def raised_at(exc: BaseException, input_dir: str | Path) -> dict[str, Any] | None:
+    """Where ``exc`` was raised: the innermost traceback frame inside ``input_dir`` (the user's code), its
+    file relative to that folder; else the innermost frame anywhere (a library path shortened to the part
+    after site-packages). None without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    root = Path(input_dir).resolve()
+    for frame in reversed(frames):
+        try:
+            rel = Path(frame.filename).resolve().relative_to(root)
+        except (ValueError, OSError):
+            continue
+        return {"file": str(rel), "line": frame.lineno, "function": frame.name, "in_input": True}
+    frame = frames[-1]
+    name = frame.filename
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in name:
+            name = name.rsplit(marker, 1)[1]
+            break
+    return {"file": name, "line": frame.lineno, "function": frame.name, "in_input": False}
+
+
+def record_failure(result: dict[str, Any], exc: BaseException, input_dir: str | Path) -> None:
+    """Mark ``result`` failed with the exception and where in the user's code it was raised."""
+    text = str(exc)
+    result.update(status="failed", error=f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+                  error_at=raised_at(exc, input_dir))
+
+
 @contextmanager
 def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a context manager
     """For a train_script.py: the rank, device, process group, profiled window and result file of a run.
@@ -103,7 +142,7 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
 
     args = parse(json.loads(os.environ.get("TRACEQL_DRIVER_ARGS", "[]")) or None)
     path = _result_path(args)
-    result: dict[str, Any] = {"rank": session.rank_from_env()[0], "status": "running", "started": time.time()}
+    result = _started()
     write_json(path, result)
     try:
         use_cuda, rank, world, local = session.start(args.device, result)
@@ -114,7 +153,7 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
         result.update(status="ok", step_times_ms=s.window.times, files=s.window.files)
         session.finish(world)
     except BaseException as exc:
-        result.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        record_failure(result, exc, args.input)
         raise
     finally:
         result["finished"] = time.time()
@@ -142,16 +181,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     path = _result_path(args)
-    result: dict[str, Any] = {"rank": session.rank_from_env()[0], "status": "running", "pid": os.getpid(),
-                              "started": time.time()}
+    result = _started()
     write_json(path, result)
     try:
         train(args, result)
         result["status"] = "ok"
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded, then the rank exits non-zero
-        result["status"] = "failed"
-        result["error"] = f"{type(exc).__name__}: {exc}"
+        record_failure(result, exc, args.input)
         traceback.print_exc()
         return 1
     finally:

@@ -1,15 +1,16 @@
-"""The one exception the collectors raise for anything a user can fix."""
+"""The one exception the collectors raise for anything a user can fix, and the interrupt they turn into one."""
 
 from __future__ import annotations
 
-STAGES = ("input", "environment", "run")
+STAGES = ("input", "environment", "run", "interrupted")
 
 
 class CollectError(Exception):
     """A collection that cannot start or did not finish; ``str(err)`` is one line, ``detail`` may add more.
 
     ``stage``: ``input`` (the input folder or an option is wrong), ``environment`` (this machine cannot run
-    it: no GPU, no profiler binary, a CUDA or torch mismatch) or ``run`` (it ran: a rank failed, a timeout).
+    it: no GPU, no profiler binary, a CUDA or torch mismatch), ``run`` (it ran: a rank failed, a timeout) or
+    ``interrupted`` (Ctrl-C or SIGTERM while it ran: every rank was stopped and the manifest written).
     Nothing is launched before a ``run`` error.
     """
 
@@ -19,3 +20,12 @@ class CollectError(Exception):
         super().__init__(message)
         self.detail = detail
         self.stage = stage
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that ends a collection (SIGTERM, SIGHUP; SIGINT too while the ranks run), raised as Ctrl-C is:
+    whatever catches KeyboardInterrupt treats it the same. ``signal`` names it."""
+
+    def __init__(self, signal: str) -> None:
+        super().__init__(signal)
+        self.signal = signal

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 from collectors import manifest
 from collectors.config import InputSpec, load_input
-from collectors.envlaunch import run_ranks
+from collectors.envlaunch import TIMEOUT_GRACE_S, Interrupts, exit_codes_of, run_ranks, stop
 from collectors.errors import CollectError
 from collectors.files import write_json
 from collectors.probe import check_cuda_version, probe_python
@@ -104,16 +103,7 @@ def _wait(proc: subprocess.Popen, timeout: float | None, progress: Callable[[str
     while proc.poll() is None:
         elapsed = time.monotonic() - t0
         if timeout is not None and elapsed > timeout:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop(proc, run, grace=TIMEOUT_GRACE_S)
             return "timeout"
         if progress:
             done = sum(1 for r in manifest.read_results(run).values() if r.get("status") in ("ok", "failed"))
@@ -127,7 +117,19 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one collection and return its manifest (also written to RUN/manifest.json).
 
-    Raises CollectError, after writing the manifest, when a rank failed or the run timed out."""
+    Raises CollectError, after writing the manifest, when a rank failed or the run timed out, or when it was
+    interrupted while the ranks ran (Ctrl-C, SIGTERM: every rank is stopped first; stage ``interrupted``).
+    Interrupted before anything started, it raises KeyboardInterrupt as ever (:class:`Interrupted` for
+    SIGTERM)."""
+    interrupts = Interrupts()
+    with interrupts.installed():
+        return _collect(input_dir, opts, out=out, launch=launch, overrides=overrides, progress=progress,
+                        interrupts=interrupts)
+
+
+def _collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None, launch: LaunchOptions | None,
+             overrides: dict[str, Any] | None, progress: Callable[[str], None] | None,
+             interrupts: Interrupts) -> dict[str, Any]:
     lopts = launch or LaunchOptions()
     spec = load_input(input_dir, overrides)
     world = spec.local["world_size"]
@@ -151,6 +153,7 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
         raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible",
                            stage="environment")
+    version = tool_version(binary) if binary else None
     run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
     lopts.device = device
     command = _driver_command(spec, run, opts, lopts, python, profile_ranks, isolated)
@@ -163,22 +166,31 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     base = {"input": {"path": str(spec.folder.resolve()), "local_config": spec.local, "global_config": spec.global_,
                       "train_script": spec.train_script is not None},
             "profiler": {**opts.to_dict(), "isolated_steps": isolated, "binary": str(binary) if binary else None,
-                         "version": tool_version(binary) if binary else None},
+                         "version": version},
             "launcher": {"kind": lopts.launcher, "nnodes": lopts.nnodes, "node_rank": lopts.node_rank,
                          "rdzv_endpoint": lopts.rdzv_endpoint},
             "environment": info, "device": device, "world_size": world, "profile_ranks": profile_ranks,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "run_name": run.name}
-    status, exit_codes = run_ranks(spec, lopts, python, launch_json, run, env, progress,
-                                   launcher_command=_launcher_command, wait=_wait)
-    files = []
+    files: list[Path] = []
     my_rank = rank_from_env()[0] if lopts.launcher == "env" else None
-    for rank in profile_ranks if my_rank is None else [r for r in profile_ranks if r == my_rank]:
-        try:
-            files += postprocess(opts, binary, run / "traces" / f"{run.name}_rank{rank}")
-        except CollectError as exc:
-            status = "failed"
-            base["postprocess_error"] = str(exc)
+    try:  # Ctrl-C, SIGTERM from here on: what runs is stopped, the manifest written, then the error
+        status, exit_codes = run_ranks(spec, lopts, python, launch_json, run, env, progress,
+                                       launcher_command=_launcher_command, wait=_wait, interrupts=interrupts)
+        for rank in profile_ranks if my_rank is None else [r for r in profile_ranks if r == my_rank]:
+            try:
+                files += postprocess(opts, binary, run / "traces" / f"{run.name}_rank{rank}")
+            except CollectError as exc:
+                status = "failed"
+                base["postprocess_error"] = str(exc)
+    except KeyboardInterrupt as exc:  # run_ranks has stopped what it started (postprocess: subprocess.run)
+        interrupts.defer()
+        status, exit_codes = "interrupted", exit_codes_of(run, world)
+        base["interrupted"] = {"signal": getattr(exc, "signal", "SIGINT"), "left_running": interrupts.left}
+    interrupts.defer()  # a signal from here on cannot stop the manifest from being written
     if my_rank not in (None, 0):  # under mpirun/srun rank 0 writes the manifest
+        if status == "interrupted":
+            raise CollectError(f"{run}: rank {my_rank} interrupted ({base['interrupted']['signal']}); "
+                               f"{_stopped(base['interrupted'], 'its process')}", stage="interrupted")
         return {"rank": my_rank, "status": status, "run": str(run)}
     files += [run / f for r in manifest.read_results(run).values() for f in r.get("files", [])]
     result = manifest.build(run, base, status, exit_codes, files)
@@ -187,23 +199,56 @@ def collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None = 
     return result
 
 
+def _stopped(interrupted: dict[str, Any], what: str) -> str:
+    left = interrupted.get("left_running") or []
+    return f"{what} stopped" if not left else f"pid(s) {', '.join(map(str, left))} still running after SIGKILL"
+
+
+def _log_list(run: Path, ranks: list[dict[str, Any]], most: int = 4) -> str:
+    logs = [str(run / r["log"]) for r in ranks]
+    more = f" and {len(logs) - most} more in {run / 'logs'}" if len(logs) > most else ""
+    return ", ".join(logs[:most]) + more
+
+
+def _one_line(text: str, most: int = 300) -> str:
+    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+    return line if len(line) <= most else line[:most - 1] + "…"
+
+
+def _why(run: Path, rank: dict[str, Any]) -> str:
+    """How a rank failed, in one line: its exception and where in the user's code, and its log."""
+    log = f"log: {run / rank['log']}"
+    if not rank.get("error"):
+        ended = "before writing a result" if rank["status"] == "missing" else "without writing its result"
+        return f"it ended {ended} ({log})"
+    at = rank.get("error_at")
+    where = f"{at['file']}:{at['line']} in {at['function']}; " if isinstance(at, dict) else ""
+    return f"{_one_line(rank['error'])} ({where}{log})"
+
+
 def _raise_for(run: Path, result: dict[str, Any]) -> None:
-    if result["status"] == "complete":
+    """The one-line error of a run that did not complete (its manifest is written already)."""
+    status = result["status"]
+    if status == "complete":
         return
     bad = [r for r in result["ranks"] if r["status"] != "ok"]
-    if result["status"] == "timeout":
+    if status == "interrupted":
+        how = result.get("interrupted") or {}
+        raise CollectError(f"{run}: interrupted ({how.get('signal', 'SIGINT')}); {_stopped(how, 'every rank')} "
+                           "(manifest.json status 'interrupted')", stage="interrupted")
+    if status == "timeout":
         names = ", ".join(str(r["rank"]) for r in bad) or "none"
-        raise CollectError(f"{run}: timed out; ranks not finished: {names} (manifest.json status 'timeout')",
-                           detail="\n".join(f"--- rank {r['rank']} log tail:\n{manifest.log_tail(run, r['rank'])}"
-                                            for r in bad[:2]), stage="run")
-    if not bad:
-        raise CollectError(f"{run}: {result.get('postprocess_error', 'the launcher failed')}",
-                           detail=manifest.log_tail(run, -1), stage="run")
+        logs = f" (logs: {_log_list(run, bad)})" if bad else ""
+        raise CollectError(f"{run}: timed out; ranks not finished: {names}{logs}; every rank stopped "
+                           "(manifest.json status 'timeout')", stage="run")
+    if not bad and result.get("postprocess_error"):
+        raise CollectError(f"{run}: {result['postprocess_error']}", stage="run")
+    if not bad or all(r["status"] == "missing" for r in result["ranks"]):  # no rank started: the launcher's log
+        launcher_log = run / "logs" / "launcher.log"
+        raise CollectError(f"{run}: the launcher failed (log: {launcher_log})",
+                           detail=manifest.log_tail(run, "launcher"), stage="run")
     # the rank that failed first is the cause; the others usually fail in a collective after it
     first = min(bad, key=lambda r: (r["status"] != "failed", r["finished"] or float("inf")))
-    why = first["error"] or f"exited without a result ({first['status']})"
     others = [str(r["rank"]) for r in bad if r is not first]
     also = f" (then rank(s) {', '.join(others)} stopped too)" if others else ""
-    raise CollectError(f"{run}: rank {first['rank']} failed: {why}{also}",
-                       detail=f"--- rank {first['rank']} log tail ({first['log']}):\n"
-                       + manifest.log_tail(run, first["rank"]), stage="run")
+    raise CollectError(f"{run}: rank {first['rank']} failed: {_why(run, first)}{also}", stage="run")

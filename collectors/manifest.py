@@ -35,8 +35,9 @@ def read_results(run: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-def log_tail(run: Path, rank: int, lines: int = 15) -> str:
-    path = run / "logs" / f"rank{rank}.log"
+def log_tail(run: Path, rank: int | str, lines: int = 15) -> str:
+    """The last ``lines`` lines of a rank's log (``rank`` a number), or of ``logs/<rank>.log`` (a name)."""
+    path = run / "logs" / (f"rank{rank}.log" if isinstance(rank, int) else f"{rank}.log")
     if not path.exists():
         return "(no log)"
     text = path.read_text(errors="replace").splitlines()
@@ -68,8 +69,12 @@ def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, in
     ranks = []
     for rank in range(base["world_size"]):
         res = results.get(rank, {})
-        ranks.append({"rank": rank, "status": res.get("status", "missing"), "exit_code": exit_codes.get(rank),
-                      "error": res.get("error"), "finished": res.get("finished"), "log": f"logs/rank{rank}.log",
+        state = res.get("status", "missing")
+        if status == "interrupted" and state == "running":  # stopped by the interrupt
+            state = "interrupted"
+        ranks.append({"rank": rank, "status": state, "exit_code": exit_codes.get(rank),
+                      "error": res.get("error"), "error_at": res.get("error_at"), "finished": res.get("finished"),
+                      "log": f"logs/rank{rank}.log",
                       "profiled": rank in base["profile_ranks"] and base["profiler"]["name"] != "none",
                       "device": res.get("device"),
                       "versions": res.get("versions"), "window": res.get("window"), **step_summary(res)})

@@ -45,13 +45,15 @@ class QueryError(TraceqlError):
 
 
 class CollectFailed(TraceqlError):
-    """A collection that could not start or did not finish; ``detail`` holds a rank's log tail.
+    """A collection that could not start or did not finish; ``detail``, rarely set, holds the launcher log's
+    tail when it failed before any rank started (a failed rank's line names its exception and its log).
 
     ``stage`` says which: ``input`` (the input folder or an option: exit 2), ``environment`` (no GPU, no
-    profiler, a CUDA mismatch: exit 5) or ``run`` (a rank failed, the run timed out: exit 6).
+    profiler, a CUDA mismatch: exit 5), ``run`` (a rank failed, the run timed out: exit 6) or ``interrupted``
+    (Ctrl-C or SIGTERM while it ran: every rank stopped, manifest status ``interrupted``: exit 130).
     """
 
-    EXIT_CODES = {"input": 2, "environment": 5, "run": 6}
+    EXIT_CODES = {"input": 2, "environment": 5, "run": 6, "interrupted": INTERRUPTED}
 
     def __init__(self, message: str, *, detail: str = "", stage: str = "input") -> None:
         super().__init__(message)
