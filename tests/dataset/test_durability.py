@@ -23,6 +23,7 @@ from traceql.dataset.store import Dataset
 FIRST, SECOND, THIRD = SINGLE_TRACE, DDP_TRACE, INRUN_TRACE  # the entry already there, the one written, a rival
 POINTS = ("staged", "locked", "moved", "recorded")
 WAIT_S = 90  # for a step of a writer to be reached; a step takes seconds
+STAGED_DELAY_S = 8  # a writer asleep with its entry staged, while another runs whole (about 3 s)
 
 
 def add(root: Path, *sources: Path, fault: str | None = None, delay: str | None = None,
@@ -47,12 +48,18 @@ def entries(root: Path) -> dict[str, dict]:
     return json.loads((root / "dataset.json").read_text())["entries"]
 
 
+def files_under(folder: Path) -> set[Path]:
+    """Every file under ``folder``; a writer may remove folders meanwhile (os.walk skips what vanished)."""
+    return {Path(top) / name for top, _, names in os.walk(folder) for name in names}
+
+
 def data_files(root: Path) -> set[Path]:
-    return {p for p in (root / "data").rglob("*") if p.is_file()}
+    return files_under(root / "data")
 
 
 def staged_files(root: Path) -> list[Path]:
-    return sorted(p for p in (root / ".staging").rglob("*.parquet") if not p.name.startswith("."))
+    """Complete staged parquet files (not the temp file one is written to)."""
+    return sorted(p for p in files_under(root / ".staging") if p.suffix == ".parquet" and not p.name.startswith("."))
 
 
 def lock_held(root: Path) -> bool:
@@ -135,7 +142,8 @@ def test_a_writer_killed_at_any_step_loses_nothing(point: str, first: Path, whol
     assert rerun.returncode == 0, rerun.stderr
     assert ("1 skipped" if point == "recorded" else "1 added") in rerun.stdout
     assert data_files(root) == {root / e["file"] for e in entries(root).values()}  # nothing unrecorded
-    assert not list(root.rglob("*.tmp")) and not list((root / ".staging").rglob("*"))  # nothing staged
+    assert not [p for p in files_under(root) if p.suffix == ".tmp"]
+    assert not list((root / ".staging").rglob("*"))  # nothing staged, no writer's folder or lock
     assert sorted(entries(root)) == sorted(entries(whole))
     for key, entry in entries(whole).items():
         assert entries(root)[key]["rows"] == entry["rows"]
@@ -151,7 +159,7 @@ def test_a_writer_waits_for_one_that_holds_the_lock(point: str, first: Path, tmp
     slow = add(root, SECOND, delay=f"{point}:3", wait=False)
     reached = (lambda: staged_files(root)) if point == "locked" else (lambda: len(data_files(root)) == 2)
     until(reached, f"the slow writer at {point}")
-    held_at = until(lambda: lock_held(root), f"the slow writer holding the lock at {point}", wait_s=2)
+    held_at = until(lambda: lock_held(root), f"the slow writer holding the lock at {point}", wait_s=10)
     fast = add(root, THIRD)
     fast_s = time.monotonic() - held_at
     slow_out, slow_err = slow.communicate(timeout=300)
@@ -159,7 +167,7 @@ def test_a_writer_waits_for_one_that_holds_the_lock(point: str, first: Path, tmp
     assert "1 added" in slow_out and "1 added" in fast.stdout
     assert list(entries(root)) == [*entries(first), entry_of(root, SECOND), entry_of(root, THIRD)]
     reads_exactly_the_recorded_entries(root)
-    assert not staged_files(root) and not list(root.rglob("*.tmp"))
+    assert not staged_files(root) and not [p for p in files_under(root) if p.suffix == ".tmp"]
     print(f"[{point}] the rival started while the lock was held and finished {fast_s:.1f} s later")
 
 
@@ -167,12 +175,14 @@ def test_a_staged_entry_survives_another_writers_cleanup(first: Path, tmp_path: 
     """The slow writer sleeps with its entry staged (outside the lock); the other one runs whole meanwhile, its
     cleanup included: the staged file is not taken for an abandoned one, both are recorded."""
     root = copy_of(first, tmp_path)
-    slow = add(root, SECOND, delay="staged:6", wait=False)
-    until(lambda: staged_files(root), "the slow writer's staged entry")
+    slow = add(root, SECOND, delay=f"staged:{STAGED_DELAY_S}", wait=False)
+    staged_at = until(lambda: staged_files(root), "the slow writer's staged entry")
     fast = add(root, THIRD)
     assert fast.returncode == 0, fast.stderr
-    if slow.poll() is None:  # still asleep: its staged file outlived the other writer's cleanups
+    fast_s = time.monotonic() - staged_at
+    if fast_s < STAGED_DELAY_S - 1:  # the slow writer is surely still asleep: its staged file outlived the cleanups
         assert len(staged_files(root)) == 1
+    print(f"[staged] the rival ran whole in {fast_s:.1f} s while the other's entry was staged")
     slow_out, slow_err = slow.communicate(timeout=300)
     assert slow.returncode == 0, slow_err
     assert "1 added" in slow_out and "1 added" in fast.stdout
