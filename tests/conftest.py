@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.paths import DDP_FILE, HAVE_CORPUS, SHARED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send Ctrl-C to the commands they start. A shell starts a background job with SIGINT ignored, and
+    children inherit that: run that way, every child would ignore the Ctrl-C. Children get it back here."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,7 +1,8 @@
 """One exception family: every failure a user can cause ends here, with a message fit for stderr.
 
 Exit codes: 1 other, 2 unreadable input or a bad option value, 3 a trace missing what is needed, 4 a failed
-query, 5 a collection the environment cannot run, 6 a collection that ran and failed, 70 a bug in traceql.
+query, 5 a collection the environment cannot run, 6 a collection that ran and failed, 70 a bug in traceql,
+130 interrupted (Ctrl-C, or SIGTERM during a collection).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow.dataset  # noqa: F401 - loaded now: DuckDB imports it mid-query, where Ctrl-C must not land
 
 from traceql import sources
 from traceql.errors import QueryError
@@ -56,12 +57,16 @@ class Trace:
         self._open()
         try:
             rel = self.con.execute(query, params) if params is not None else self.con.sql(query)
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None  # Ctrl-C during a long query
         except duckdb.Error as exc:
             raise _query_error(exc) from exc
         if rel is None:  # a statement with no result set
             return pl.DataFrame()
         try:
             return rel.pl()
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None
         except duckdb.Error as exc:
             raise _query_error(exc) from exc
 
@@ -80,6 +85,7 @@ class Trace:
     ranks = _Relation()
 
     def close(self) -> None:
+        self.con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
         self.con.close()
         self.closed = True
 

@@ -608,3 +608,31 @@ def step_not_in_the_trace(tmp: Path) -> Scenario:
 def bad_set_override(tmp: Path) -> Scenario:
     return Scenario(["collect", ROOT / "datasets" / "examples" / "tiny", "--set", "cap_size", "--out", tmp / "r"], 2,
                     "expected KEY=VALUE", None, [], [tmp / "r"])
+
+
+# --- sweeps --------------------------------------------------------------------------------------------------
+
+def sweep(tmp: Path, spec: str, phrase: str) -> Scenario:
+    (tmp / "sweep.json").write_text(spec)
+    return Scenario(["dataset", "build", tmp / "sweep.json", "--out", tmp / "ds"], 2, phrase, tmp / "sweep.json",
+                    [tmp / "sweep.json"], [tmp / "ds"])
+
+
+@case("sweep")
+def steps_not_a_number(tmp: Path) -> Scenario:
+    return sweep(tmp, '{"inputs": ["../gpt2"], "steps": "many"}', 'steps: "many" is not a whole number')
+
+
+@case("sweep")
+def inputs_not_a_list(tmp: Path) -> Scenario:
+    return sweep(tmp, '{"inputs": "../gpt2"}', "inputs: a list of input folders")
+
+
+@case("sweep")
+def sweep_not_json(tmp: Path) -> Scenario:
+    return sweep(tmp, "{inputs: }", "invalid JSON")
+
+
+@case("sweep")
+def grid_of_unknown_keys(tmp: Path) -> Scenario:
+    return sweep(tmp, '{"inputs": ["../gpt2"], "grid": {"lr": [1]}}', "grid: keys must be among")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tests.oracle import count
 from tests.paths import DDP_FILES, DDP_TRACE
@@ -54,3 +59,25 @@ def test_failed_query_leaves_old_output(invoke, tmp_path: Path) -> None:
     assert result.exit_code == 4
     assert out.read_text() == "previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+
+
+LONG = "SELECT sum(a.range * b.range) FROM range(100000000) a, range(1000) b"  # minutes on one core
+
+
+@pytest.mark.parametrize("after_s", [0.8, 2.5, 6.0])  # loading the code, reading the trace, in the query
+def test_ctrl_c_is_one_line_and_130(after_s: float) -> None:
+    """A Ctrl-C wherever it lands stops `query` at once: `error: interrupted`, exit 130, nothing else; DuckDB's
+    own ways of saying it (InterruptException, RuntimeError) and a query left streaming included."""
+    proc = subprocess.Popen([sys.executable, "-m", "traceql", "query", LONG], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"query still running 60 s after a Ctrl-C sent {after_s} s in")
+    assert (proc.returncode, err, out) == (130, "error: interrupted\n", "")
+    assert time.monotonic() - sent < 30

@@ -141,3 +141,36 @@ def test_an_in_run_collection_labels_itself(invoke, tmp_path: Path) -> None:
     (summary,) = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
     assert summary["rows"] == rows.filter(pl.col("baseline_kind") != "reference").height < rows.height
     assert summary["cases"] == int(rows["is_slowdown"].sum()) > 100
+
+
+def test_ctrl_c_stops_the_whole_build(tmp_path: Path) -> None:
+    """A Ctrl-C during one configuration's collection ends the build (exit 130, one line): the next
+    configuration is never started, the interrupted run's manifest says so."""
+    pytest.importorskip("torch")
+    from tests.collectors.test_collect import _variant
+    from tests.collectors.test_interrupt import SLEEPY
+
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text(json.dumps({"inputs": [str(_variant(tmp_path, model=SLEEPY))],
+                                 "grid": {"cap_size": [1, 2], "epochs": [1]},
+                                 "profiler": "torch", "timeout": 300, "device": "cpu"}))
+    root = tmp_path / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "traceql", "dataset", "build", str(sweep), "--out", str(root)],
+                            cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(root.glob("runs/*/training*"))) < 2:  # both ranks of the first configuration train
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "interrupted (SIGINT)" in err, err
+    runs = sorted(p.name for p in (root / "runs").iterdir())
+    assert runs == ["input-cap_size1_epochs1"]  # neither the isolated run nor the second configuration
+    manifest = json.loads((root / "runs" / runs[0] / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"

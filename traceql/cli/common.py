@@ -37,6 +37,7 @@ class OneLineErrors(TyperGroup):
 
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        _settings["told"] = False
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                                 **extra)
@@ -46,14 +47,15 @@ class OneLineErrors(TyperGroup):
         except click_errors.ClickException as err:
             sys.stderr.write(f"error: {err.format_message()}\n")
             code = err.exit_code
-        except typer.Abort:
-            sys.stderr.write("error: interrupted\n")
+        except (typer.Abort, KeyboardInterrupt):
             code = INTERRUPTED
+        if code == INTERRUPTED and not _settings["told"]:  # typer turns a Ctrl-C into a silent exit 130
+            sys.stderr.write("error: interrupted\n")
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
 WIDE = 400  # --wide: the width tables may take
-_settings = {"quiet": False}
+_settings = {"quiet": False, "told": False}  # told: an error line has been written
 
 
 def configure(*, wide: bool = False, quiet: bool = False) -> None:
@@ -83,6 +85,7 @@ FormatOption = Annotated[Format, typer.Option("--format", "-f", help="table or j
 def fail(message: str, code: int) -> typer.Exit:
     """Write ``error: message`` on stderr; the exit to raise."""
     sys.stderr.write(f"error: {message}\n")
+    _settings["told"] = True
     return typer.Exit(code)
 
 
@@ -108,6 +111,8 @@ def guarded(command: F) -> F:
         except typer.Exit:
             raise
         except Exception as exc:  # a bug, not bad input
+            if _interrupted(exc):
+                raise fail("interrupted", INTERRUPTED) from None
             if os.environ.get("TRACEQL_DEBUG"):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -115,6 +120,13 @@ def guarded(command: F) -> F:
                        "rerun with TRACEQL_DEBUG=1 for the traceback and please report it", INTERNAL_ERROR) from None
 
     return run  # type: ignore[return-value]
+
+
+def _interrupted(exc: Exception) -> bool:
+    """DuckDB reports a Ctrl-C that lands inside a statement as its own errors, not KeyboardInterrupt."""
+    import duckdb  # noqa: PLC0415 - the CLI's start stays light
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted")
 
 
 @contextmanager

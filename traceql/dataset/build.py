@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from traceql.dataset.store import Dataset, Outcome, remove_tree
-from traceql.errors import InputError, TraceqlError
+from traceql.errors import CollectFailed, InputError, TraceqlError
 
 SWEEP_KEYS = {"inputs", "grid", "profiler", "metrics", "steps", "timeout", "device"}
 GRID_KEYS = {"world_size", "cap_size", "epochs", "batchsize"}
@@ -62,6 +62,13 @@ def load_sweep(path: str | Path) -> Sweep:
                          path=str(path))
     if spec.get("profiler", "nsys") not in ("nsys", "torch"):
         raise InputError("profiler: nsys or torch (the timeline the labels come from)", path=str(path))
+    if not isinstance(spec["inputs"], list) or not all(isinstance(p, str) for p in spec["inputs"]):
+        raise InputError('inputs: a list of input folders ("../gpt2")', path=str(path))
+    for key, kind, what in (("steps", int, "a whole number of steps"), ("timeout", (int, float), "seconds"),
+                            ("metrics", bool, "true or false"), ("device", str, "auto, cuda or cpu")):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
+            raise InputError(f"{key}: {json.dumps(value)} is not {what}", path=str(path))
     sweep = Sweep([(path.parent / p).resolve() for p in spec["inputs"]], grid,
                   spec.get("profiler", "nsys"), bool(spec.get("metrics", False)), int(spec.get("steps", 5)),
                   spec.get("timeout", 1800), spec.get("device", "auto"))
@@ -128,6 +135,8 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
             outcomes.append(add_one(ds, run, picker, entry_id=name,
                                     metrics=read_metrics(metrics) if metrics else None))
         except TraceqlError as exc:
+            if isinstance(exc, CollectFailed) and exc.stage == "interrupted":  # Ctrl-C stops the whole build
+                raise
             outcomes.append(Outcome(name, "failed", message=str(exc)))
     if progress:
         progress("done", len(sweep.configs), len(sweep.configs))
