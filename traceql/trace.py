@@ -20,6 +20,8 @@ def _query_error(exc: duckdb.Error) -> QueryError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, duckdb.CatalogException):
         first += f" (the model's relations: {', '.join(schema.RELATIONS)})"
+    elif isinstance(exc, duckdb.PermissionException):
+        first += " (SQL here reads the model alone; `traceql query ... --output FILE` saves a result)"
     return QueryError(f"SQL failed: {first}")
 
 
