@@ -55,22 +55,18 @@ class Trace:
                              "or before close()")
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
-        """Run SQL over the model's relations and return the result as a polars DataFrame."""
+        """Run SQL over the model's relations and return the result as a polars DataFrame; a Ctrl-C while it
+        runs raises KeyboardInterrupt."""
         self._open()
         try:
             rel = self.con.execute(query, params) if params is not None else self.con.sql(query)
-        except duckdb.InterruptException:
-            raise KeyboardInterrupt from None  # Ctrl-C during a long query
-        except duckdb.Error as exc:
-            raise _query_error(exc) from exc
-        if rel is None:  # a statement with no result set
-            return pl.DataFrame()
-        try:
-            return rel.pl()
-        except duckdb.InterruptException:
-            raise KeyboardInterrupt from None
-        except duckdb.Error as exc:
-            raise _query_error(exc) from exc
+            return pl.DataFrame() if rel is None else rel.pl()  # None: a statement with no result set
+        except (duckdb.Error, RuntimeError) as exc:
+            if engine.interrupted(exc):
+                raise KeyboardInterrupt from None
+            if isinstance(exc, duckdb.Error):
+                raise _query_error(exc) from exc
+            raise
 
     def relation(self, name: str) -> pl.DataFrame:
         """One relation of the model as a polars DataFrame."""

@@ -111,7 +111,9 @@ def guarded(command: F) -> F:
         except typer.Exit:
             raise
         except Exception as exc:  # a bug, not bad input
-            if _interrupted(exc):
+            from traceql.model.engine import interrupted  # noqa: PLC0415 - the CLI's start stays light
+
+            if interrupted(exc):  # DuckDB's own word for a Ctrl-C
                 raise fail("interrupted", INTERRUPTED) from None
             if os.environ.get("TRACEQL_DEBUG"):
                 raise
@@ -120,13 +122,6 @@ def guarded(command: F) -> F:
                        "rerun with TRACEQL_DEBUG=1 for the traceback and please report it", INTERNAL_ERROR) from None
 
     return run  # type: ignore[return-value]
-
-
-def _interrupted(exc: Exception) -> bool:
-    """DuckDB reports a Ctrl-C that lands inside a statement as its own errors, not KeyboardInterrupt."""
-    import duckdb  # noqa: PLC0415 - the CLI's start stays light
-    return isinstance(exc, duckdb.InterruptException) or (
-        isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted")
 
 
 @contextmanager

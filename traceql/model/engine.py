@@ -90,6 +90,13 @@ def sealed(con: duckdb.DuckDBPyConnection, names: list[str]) -> duckdb.DuckDBPyC
     return out
 
 
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB reporting a Ctrl-C that landed inside a statement (it does not raise
+    KeyboardInterrupt: an InterruptException, or a RuntimeError when the signal came between two tasks)."""
+    return isinstance(exc, duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted")
+
+
 def sql_literal(text: str) -> str:
     """Quote a string as a SQL literal (for statements such as ATTACH that take no parameters)."""
     return "'" + text.replace("'", "''") + "'"
