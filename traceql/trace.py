@@ -44,10 +44,20 @@ class Trace:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path], notes: list[str] | None = None) -> None:
-        self.con = con
+        self._con = con
+        self._sealed = False
         self.paths = paths
         self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
         self.closed = False
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection holding the model, sealed (``engine.sealed``) before any SQL of the caller's
+        reaches it; reading relations alone (``detect``) never pays for the sealed copy."""
+        if not self._sealed:
+            self._con = engine.sealed(self._con, list(schema.RELATIONS))
+            self._sealed = True
+        return self._con
 
     def _open(self) -> None:
         if self.closed:
@@ -73,7 +83,7 @@ class Trace:
         self._open()
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
-        return self.con.sql(f"SELECT * FROM {name} ORDER BY {schema.ORDER_BY[name]}").pl()
+        return self._con.sql(f"SELECT * FROM {name} ORDER BY {schema.ORDER_BY[name]}").pl()
 
     kernels = _Relation()
     memcpy = _Relation()
@@ -83,8 +93,8 @@ class Trace:
     ranks = _Relation()
 
     def close(self) -> None:
-        self.con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
-        self.con.close()
+        self._con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
+        self._con.close()
         self.closed = True
 
     def __enter__(self) -> Trace:
@@ -116,4 +126,4 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     except BaseException:
         con.close()
         raise
-    return Trace(engine.sealed(con, list(schema.RELATIONS)), [f.path for f in checked], notes)
+    return Trace(con, [f.path for f in checked], notes)

@@ -55,7 +55,9 @@ class _Reference:
         durations = np.full((len(seqs), len(self.canonical)), np.nan)
         aligned: dict[tuple, np.ndarray] = {}
         for row, (seq, dur) in enumerate(zip(seqs, steps["duration_ns"].to_list(), strict=True)):
-            pos = aligned.setdefault(seq, align(seq, self.canonical))
+            if seq not in aligned:
+                aligned[seq] = align(seq, self.canonical)
+            pos = aligned[seq]
             hit = pos >= 0
             durations[row, pos[hit]] = np.asarray(dur, np.float64)[hit]
         self.medians = np.nanmedian(durations, axis=0)

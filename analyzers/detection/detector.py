@@ -6,6 +6,10 @@ reference that communication overlapped is a slowdown case (``predict`` → -1) 
 most abnormal of the overlapped kernels, by an IsolationForest fitted on them (``fit``). The forest decides
 the band below the threshold, where an estimate's own error (a few percent) and a real slowdown meet.
 Kernels with no reference (``no_reference``) are never cases.
+
+On a long trace the forest is fitted, and its ``contamination`` cut-off set, on a random sample of
+:data:`FIT_SAMPLE` overlapped kernels (each tree sees 256 of them anyway), and only the kernels in the band
+are scored to decide: the others are decided by their ratio alone.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from analyzers.detection.features import COLUMNS, FEATURES
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
 FOREST = [COLUMNS.index(c) for c in FEATURES]
 MIN_FIT = 16
+FIT_SAMPLE = 65_536  # overlapped kernels the forest and its cut-off are fitted on, at most
 
 
 class SlowdownDetector(OutlierMixin, BaseEstimator):
@@ -64,6 +69,9 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         X = self._check(X)
         fit_on = X[self._candidates(X)]
         fit_on = fit_on if len(fit_on) >= MIN_FIT else X
+        if len(fit_on) > FIT_SAMPLE:
+            rng = np.random.default_rng(self.random_state)
+            fit_on = fit_on[np.sort(rng.choice(len(fit_on), FIT_SAMPLE, replace=False))]
         timing = np.nan_to_num(fit_on[:, FOREST])
         self.forest_ = IsolationForest(n_estimators=self.n_estimators, max_samples=self.max_samples,
                                        random_state=self.random_state).fit(timing)
@@ -78,14 +86,29 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         check_is_fitted(self)
         return self.forest_.score_samples(np.nan_to_num(self._check(X)[:, FOREST]))
 
+    def candidate_scores(self, X: Any) -> np.ndarray:
+        """:meth:`score_samples` for the kernels the detector judges (overlapped, with a reference); NaN for
+        the others, which are never cases."""
+        X = self._check(X)
+        return self._scores(X, self._candidates(X))
+
+    def _scores(self, X: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        out = np.full(len(X), np.nan)
+        if rows.any():
+            out[rows] = self.score_samples(X[rows])
+        return out
+
     def decision_function(self, X: Any) -> np.ndarray:
         """Negative for slowdown cases, positive otherwise."""
         X = self._check(X)
         ratio = np.nan_to_num(X[:, RATIO], nan=-np.inf)
         above = ratio - np.log(self.threshold)
-        banded = np.minimum(ratio - np.log(self.band), self.offset_ - self.score_samples(X))
+        candidates = self._candidates(X)
+        in_band = candidates & (ratio >= np.log(self.band)) & (above <= 0)  # where the score decides
+        score = np.nan_to_num(self._scores(X, in_band), nan=-np.inf)  # elsewhere the ratio alone decides
+        banded = np.minimum(ratio - np.log(self.band), self.offset_ - score)
         margin = -np.maximum(above, banded)  # negative when over the threshold, or in the band and abnormal
-        return np.where(self._candidates(X), margin, np.abs(margin) + 1.0)
+        return np.where(candidates, margin, np.abs(margin) + 1.0)
 
     def predict(self, X: Any) -> np.ndarray:
         """-1 for a slowdown case, +1 otherwise."""

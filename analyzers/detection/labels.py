@@ -51,6 +51,7 @@ def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.Da
 
 
 def with_scores(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
-    """Add the detector's ``score`` (IsolationForest score: lower = more abnormal timing)."""
-    scores = detector.score_samples(features.select(COLUMNS).to_numpy()) if features.height else np.empty(0)
-    return features.with_columns(pl.Series("score", scores, dtype=pl.Float64))
+    """Add the detector's ``score`` (IsolationForest score: lower = more abnormal timing) for the kernels it
+    judges (overlapped, with a reference); null for the others."""
+    scores = detector.candidate_scores(features.select(COLUMNS).to_numpy()) if features.height else np.empty(0)
+    return features.with_columns(pl.Series("score", scores, dtype=pl.Float64).fill_nan(None))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import duckdb
 
+from traceql.model import schema
+
 NAMED = r"^step_([0-9]+)(_nosync)?$"
 PROFILER_STEP = r"^ProfilerStep#([0-9]+)$"
 GPU_SIDE = "gpu_user_annotation"  # Kineto's copy of an annotation on the GPU timeline: not a CPU range
@@ -36,7 +38,7 @@ MARKS = f"""
 
 def _attribute(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Fill ``step``/``step_kind`` of ``table``: the latest step starting at or before the launch, when its
-    range still holds the launch."""
+    range still holds the launch. The table is rewritten in its reading order (``schema.ORDER_BY``)."""
     con.execute(f"""
         CREATE OR REPLACE TABLE {table} AS
         SELECT t.* EXCLUDE (step, step_kind),
@@ -44,6 +46,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, table: str) -> None:
                CASE WHEN t.launch_ns <= s.cpu_end_ns THEN s.step_kind END AS step_kind
         FROM {table} t ASOF LEFT JOIN _marks s
           ON t.run_id = s.run_id AND t.rank = s.rank AND t.launch_ns >= s.cpu_start_ns
+        ORDER BY {', '.join(f't.{c.strip()}' for c in schema.ORDER_BY[table].split(','))}
     """)
 
 
@@ -64,3 +67,4 @@ def attribute(con: duckdb.DuckDBPyConnection) -> None:
             WHERE step IS NOT NULL GROUP BY ALL
         ) g USING (run_id, rank, step, step_kind)
     """)
+    con.execute("DROP TABLE _marks")

@@ -99,13 +99,20 @@ def _copy_kind_sql(col: str) -> str:
 
 
 def _launches(f: NsysFile) -> tuple[str, str]:
-    """A LEFT JOIN giving each GPU activity ``t`` its CUDA API call's start (``l.launch``), or NULL."""
+    """A LEFT JOIN giving each GPU activity ``t`` its CUDA API call's start (``l.launch``), or NULL; the calls
+    are read once per export (:func:`_read_launches`)."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in f.tables:
         return "NULL", ""
-    return "l.launch", f"""LEFT JOIN (
-            SELECT correlationId, globalTid >> 24 AS p, min(start) AS launch
-            FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL
-        ) l ON l.correlationId = t.correlationId AND l.p = coalesce(t.globalPid, 0) >> 24"""
+    return "l.launch", f"LEFT JOIN _launch_{f.alias} l ON l.correlationId = t.correlationId " \
+                       "AND l.p = coalesce(t.globalPid, 0) >> 24"
+
+
+def _read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    """The start of each CUDA API call, by correlation id and process, as a temp table for :func:`_launches`."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in f.tables:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE _launch_{f.alias} AS
+                        SELECT correlationId, globalTid >> 24 AS p, min(start) AS launch
+                        FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL""")
 
 
 def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
@@ -113,15 +120,18 @@ def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     launch, launch_join = _launches(f)
     con.execute(f"""
         INSERT INTO kernels {into('kernels')}
+        WITH names AS (  -- classified once per name, not once per kernel
+            SELECT id, value, {kind_expr('value')} AS kind,
+                   CASE WHEN {kind_expr('value')} = 'comm' THEN {collective_expr('value')} END AS collective
+            FROM {a}.StringIds
+        )
         SELECT m.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start,
                coalesce(dn.value, sn.value), sn.value, t.gridX, t.gridY, t.gridZ, t.blockX, t.blockY, t.blockZ,
                t.registersPerThread, t.staticSharedMemory + t.dynamicSharedMemory, t.correlationId,
-               {kind_expr('sn.value')},
-               CASE WHEN {kind_expr('sn.value')} = 'comm' THEN {collective_expr('sn.value')} END,
-               {launch}
+               coalesce(sn.kind, 'compute'), sn.collective, {launch}
         FROM {a}.{KERNEL_TABLE} t
         JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)
-        LEFT JOIN {a}.StringIds sn ON sn.id = t.shortName
+        LEFT JOIN names sn ON sn.id = t.shortName
         LEFT JOIN {a}.StringIds dn ON dn.id = t.demangledName
         {launch_join}
     """)
@@ -163,8 +173,8 @@ def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
 
 def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     a = f.alias
-    used = f"""SELECT DISTINCT m.run_id, k.deviceId AS device FROM {a}.{KERNEL_TABLE} k
-               JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(k.globalPid, 0)"""
+    used = f"""SELECT DISTINCT k.run_id, k.device FROM kernels k  -- this export's kernels, already loaded
+               SEMI JOIN _rankmap m ON m.alias = '{a}' AND m.run_id = k.run_id AND m.rank = k.rank"""
     if "TARGET_INFO_GPU" in f.tables:
         con.execute(f"""
             INSERT INTO gpus
@@ -202,10 +212,12 @@ def _load_run(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list
              sorted(r.rank for r in mine), f.path.stat().st_size],
         )
         try:
+            _read_launches(con, f)
             _load_kernels(con, f)
             _load_memops(con, f)
             _load_nvtx(con, f)
             _load_gpus(con, f)
+            con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
         except duckdb.Error as exc:
             raise _fail(f.path, exc) from exc
 
