@@ -78,12 +78,27 @@ class Trace:
                 raise _query_error(exc) from exc
             raise
 
+    def own_sql(self, query: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
+        """SQL that traceql's own commands wrote (never a caller's): run over the model as read, without
+        sealing it first (``con``); the same errors as :meth:`sql`."""
+        self._open()
+        if self._sealed:
+            return self.sql(query, params)
+        try:
+            return (self._con.execute(query, params) if params is not None else self._con.sql(query)).pl()
+        except duckdb.Error as exc:
+            if engine.interrupted(exc):
+                raise KeyboardInterrupt from None
+            raise _query_error(exc) from exc
+
     def relation(self, name: str) -> pl.DataFrame:
         """One relation of the model as a polars DataFrame."""
         self._open()
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
-        return self._con.sql(f"SELECT * FROM {name} ORDER BY {schema.ORDER_BY[name]}").pl()
+        frame = self._con.sql(f"SELECT * FROM {name}").pl()  # sorted here: polars sorts wide rows faster
+        return frame.sort([c.strip() for c in schema.ORDER_BY[name].split(",")], nulls_last=True,
+                          maintain_order=True)
 
     kernels = _Relation()
     memcpy = _Relation()

@@ -10,7 +10,7 @@ from traceql.trace import Trace, read_trace
 
 
 def _rows(trace: Trace, query: str) -> list[dict[str, Any]]:
-    return trace.sql(query).to_dicts()
+    return trace.own_sql(query).to_dicts()
 
 
 def _counts(trace: Trace, table: str, key: str) -> dict[str, int]:
@@ -20,7 +20,7 @@ def _counts(trace: Trace, table: str, key: str) -> dict[str, int]:
 
 def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
     """A JSON-ready summary: runs, GPUs, ranks and capture span, kernel counts, top kernels, collectives."""
-    total_kernel_ns = trace.sql("SELECT coalesce(sum(duration_ns), 0)::BIGINT AS t FROM kernels").item()
+    total_kernel_ns = trace.own_sql("SELECT coalesce(sum(duration_ns), 0)::BIGINT AS t FROM kernels").item()
     return {
         "runs": _rows(trace, """
             SELECT run_id, source, path, tool_version, schema_version, ranks, file_bytes
@@ -35,22 +35,22 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
             FROM ranks r LEFT JOIN kernels k ON k.run_id = r.run_id AND k.rank = r.rank
             GROUP BY ALL ORDER BY r.run_id, r.rank"""),
         "kernels": {
-            "total": trace.sql("SELECT count(*) FROM kernels").item(),
+            "total": trace.own_sql("SELECT count(*) FROM kernels").item(),
             "total_ns": total_kernel_ns,
             "by_kind": _counts(trace, "kernels", "kind"),
             "by_device": _counts(trace, "kernels", "device"),
             "by_rank": _counts(trace, "kernels", "rank"),
         },
         "memcpy": {
-            "total": trace.sql("SELECT count(*) FROM memcpy").item(),
+            "total": trace.own_sql("SELECT count(*) FROM memcpy").item(),
             "by_kind": _counts(trace, "memcpy", "kind"),
         },
-        "nvtx": {"total": trace.sql("SELECT count(*) FROM nvtx").item()},
+        "nvtx": {"total": trace.own_sql("SELECT count(*) FROM nvtx").item()},
         "kernel_metrics": _rows(trace, """
             SELECT count(*) AS launches, count(DISTINCT kernel_name) AS kernels FROM kernel_metrics""")[0],
-        "steps": {"total": trace.sql("SELECT count(*) FROM steps").item(),
+        "steps": {"total": trace.own_sql("SELECT count(*) FROM steps").item(),
                   "by_kind": _counts(trace, "steps", "step_kind")},
-        "top_kernels": trace.sql(
+        "top_kernels": trace.own_sql(
             """SELECT short_name, kind, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns,
                       round(avg(duration_ns)) AS mean_ns, round(100.0 * sum(duration_ns) / ?, 2) AS pct
                FROM kernels GROUP BY short_name, kind ORDER BY total_ns DESC, short_name LIMIT ?""",

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import duckdb
 
-from traceql.model import schema
-
 NAMED = r"^step_([0-9]+)(_nosync)?$"
 PROFILER_STEP = r"^ProfilerStep#([0-9]+)$"
 GPU_SIDE = "gpu_user_annotation"  # Kineto's copy of an annotation on the GPU timeline: not a CPU range
@@ -38,16 +36,17 @@ MARKS = f"""
 
 def _attribute(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Fill ``step``/``step_kind`` of ``table``: the latest step starting at or before the launch, when its
-    range still holds the launch. The table is rewritten in its reading order (``schema.ORDER_BY``)."""
+    range still holds the launch. Only the rows that get a step are updated, in place."""
     con.execute(f"""
-        CREATE OR REPLACE TABLE {table} AS
-        SELECT t.* EXCLUDE (step, step_kind),
-               CASE WHEN t.launch_ns <= s.cpu_end_ns THEN s.step END AS step,
-               CASE WHEN t.launch_ns <= s.cpu_end_ns THEN s.step_kind END AS step_kind
-        FROM {table} t ASOF LEFT JOIN _marks s
+        CREATE OR REPLACE TEMP TABLE _stepped AS
+        SELECT t.rowid AS row_id, s.step, s.step_kind
+        FROM (SELECT rowid, run_id, rank, launch_ns FROM {table}) t ASOF LEFT JOIN _marks s
           ON t.run_id = s.run_id AND t.rank = s.rank AND t.launch_ns >= s.cpu_start_ns
-        ORDER BY {', '.join(f't.{c.strip()}' for c in schema.ORDER_BY[table].split(','))}
+        WHERE t.launch_ns <= s.cpu_end_ns
     """)
+    con.execute(f"""UPDATE {table} SET step = s.step, step_kind = s.step_kind FROM _stepped s
+                    WHERE {table}.rowid = s.row_id""")
+    con.execute("DROP TABLE _stepped")
 
 
 def attribute(con: duckdb.DuckDBPyConnection) -> None:
