@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,20 @@ def invoke(runner: CliRunner):
         return runner.invoke(app, [str(a) for a in args])
 
     return _invoke
+
+
+@pytest.fixture(scope="module")
+def dask_scheduler() -> Iterator[str]:
+    """The address of a Dask LocalCluster of 2 worker processes, shared by the tests of one module."""
+    from distributed import Client, LocalCluster
+
+    from traceql.parallel import quiet
+
+    quiet()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2)
+        yield cluster.scheduler_address
 
 
 @pytest.fixture

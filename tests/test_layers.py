@@ -17,7 +17,7 @@ LAYERS = [
     ("traceql.errors",),
     ("traceql.model",),
     ("traceql.sources", "traceql.trace", "traceql.export", "traceql.labelling", "traceql.dataset",
-     "traceql.collecting"),
+     "traceql.collecting", "traceql.parallel", "traceql.merge"),
     ("traceql.commands",),
     ("traceql.cli", "traceql.__main__"),
 ]

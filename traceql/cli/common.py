@@ -80,6 +80,10 @@ Files = Annotated[
                    show_default=False),
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
+WorkersOption = Annotated[int, typer.Option("--workers", "-w", help="label the traces in N local processes "
+                                            "(Dask distributed); 1: one after another here", min=1)]
+SchedulerOption = Annotated[str | None, typer.Option("--scheduler", help="label the traces on the Dask "
+                                                     "scheduler at ADDRESS (tcp://host:8786)", metavar="ADDRESS")]
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -132,6 +136,23 @@ def spinner(text: str) -> Iterator[Callable[[str], None]]:
         return
     with console.status(text, spinner="dots") as live:
         yield lambda more: live.update(f"{text} {more}")
+
+
+@contextmanager
+def progress_bar(text: str) -> Iterator[Callable[[int, int | None, str], None]]:
+    """A progress bar on stderr while the block runs (a terminal only, not with --quiet); yields
+    ``update(done, total, name)``, ``name`` being what just finished."""
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), disable=_settings["quiet"] or not sys.stderr.isatty(),
+                  transient=True) as bar:
+        task = bar.add_task(text, total=None)
+
+        def update(done: int, total: int | None, name: str) -> None:
+            short = name if len(name) <= 40 else "…" + name[-39:]  # the bar keeps its place on 80 columns
+            bar.update(task, description=f"{text} {escape(short)}", completed=done, total=total)
+
+        yield update
 
 
 def emit_json(data: Any) -> None:

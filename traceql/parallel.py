@@ -1,0 +1,205 @@
+"""Per-trace work run in parallel: in local worker processes or on a Dask distributed cluster.
+
+    for item, result in iter_tasks(label_one, sources, common=baselines, workers=2):
+        ...                              # in input order, as soon as every earlier item is done
+
+``fn(item, common)`` must be a module-level function (workers unpickle it by name). ``common`` is sent once
+to every worker, not once per task. With ``workers=1`` and no scheduler, the tasks run one after another in
+this process and Dask is never imported. A task that fails gives its item a :class:`TraceqlError` in place
+of a result (a failure in traceql itself a :class:`TaskError` naming the item), and the others go on. A
+Ctrl-C cancels the tasks, closes the cluster and raises :class:`KeyboardInterrupt`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
+
+T = TypeVar("T")
+R = TypeVar("R")
+Progress = Callable[[int, int | None, str], None]  # done, total (None while unknown), the item just done
+
+CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler
+QUIET_LOGGERS = ("distributed", "tornado", "bokeh")
+
+
+class TaskError(TraceqlError):
+    """A task that failed in traceql itself (a bug) or lost its worker: one line naming the item."""
+
+    exit_code = INTERNAL_ERROR
+
+
+class SchedulerUnreachable(OptionError):
+    """``--scheduler ADDRESS``: no Dask scheduler answers there."""
+
+
+def check(workers: int, scheduler: str | None) -> None:
+    """OptionError unless ``workers`` is at least 1 and at most one of the two ways is asked for;
+    :class:`SchedulerUnreachable` when a TCP ``scheduler`` refuses connections. Before anything is read."""
+    if workers < 1:
+        raise OptionError(f"--workers must be at least 1, got {workers}")
+    if scheduler is not None and workers > 1:
+        raise OptionError("--workers and --scheduler exclude each other: the scheduler's workers do the work")
+    if scheduler is not None and not scheduler.strip():
+        raise OptionError("--scheduler: give the scheduler's address, e.g. tcp://host:8786")
+    if scheduler is not None:
+        _probe(scheduler)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def _failure(name: str, exc: BaseException) -> TraceqlError:
+    if isinstance(exc, TraceqlError):
+        return exc
+    return TaskError(f"{name}: internal error ({_first_line(exc)}); rerun with TRACEQL_DEBUG=1 (and without "
+                     "--workers or --scheduler) for the traceback and please report it")
+
+
+def _call(fn: Callable[[T, Any], R], item: T, common: Any, name: str) -> R | TraceqlError:
+    """On a worker: run one task; its failure comes back as a value (one picklable error), not a traceback."""
+    try:
+        return fn(item, common)
+    except Exception as exc:  # every failure of one item is that item's
+        return _failure(name, exc)
+
+
+def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
+            progress: Progress | None, total: int | None) -> Iterator[tuple[T, R | TraceqlError]]:
+    for done, item in enumerate(items, 1):
+        try:
+            out: R | TraceqlError = fn(item, common)
+        except TraceqlError as exc:
+            out = exc
+        except Exception as exc:
+            from traceql.model.engine import interrupted  # DuckDB's word for a Ctrl-C
+
+            if interrupted(exc):
+                raise KeyboardInterrupt from None
+            if os.environ.get("TRACEQL_DEBUG"):
+                raise
+            out = _failure(name(item), exc)
+        if progress:
+            progress(done, total, name(item))
+        yield item, out
+
+
+def quiet() -> None:
+    """Distributed's own log lines (ports, heartbeats, closing connections) stay off the user's stderr; worker
+    processes read the same setting from the environment they inherit."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+    for logger in QUIET_LOGGERS:
+        logging.getLogger(logger).setLevel(logging.CRITICAL)
+
+
+def _probe(address: str) -> None:
+    """Fail at once where a TCP scheduler address refuses connections (Dask would retry until its timeout)."""
+    url = urlsplit(address if "://" in address else f"tcp://{address}")
+    if url.scheme != "tcp":
+        return
+    try:
+        host, port = url.hostname, url.port
+    except ValueError as exc:
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+    if not host or port is None:
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} (no port: give tcp://host:8786)")
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({why.lower()})") from None
+
+
+@contextmanager
+def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client: of a local cluster of ``workers`` processes (one thread each), or of ``scheduler``."""
+    quiet()
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    with warnings.catch_warnings():  # "port 8787 is already in use" (another cluster's): no matter here
+        warnings.simplefilter("ignore")
+        if scheduler is not None:
+            try:
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, ValueError, TypeError) as exc:
+                raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+        else:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+    try:
+        yield client
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _distributed(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
+                 progress: Progress | None, workers: int,
+                 scheduler: str | None) -> Iterator[tuple[T, R | TraceqlError]]:
+    with _client(workers, scheduler) as client:
+        from distributed import as_completed
+
+        shared = client.scatter(common, broadcast=True, hash=False) if common is not None else None
+        given: list[tuple[T, str]] = []
+        where: dict[str, int] = {}  # a task's key -> its place in the output
+        futures: list[Any] = []
+        try:
+            pending = as_completed()
+            for item in items:  # each submitted as it comes: making an item may take time (a collection)
+                given.append((item, name(item)))
+                future = client.submit(_call, fn, item, shared, given[-1][1], pure=False)
+                where[future.key] = len(futures)
+                futures.append(future)
+                pending.add(future)
+            results: dict[int, R | TraceqlError] = {}
+            ahead = 0  # the next place to hand out
+            for done, future in enumerate(pending, 1):
+                i = where[future.key]
+                try:
+                    results[i] = future.result()
+                except Exception as exc:  # a lost worker, or a worker that cannot load traceql
+                    results[i] = TaskError(f"{given[i][1]}: the task failed on its worker ({_first_line(exc)})")
+                if progress:
+                    progress(done, len(futures), given[i][1])
+                while ahead in results:
+                    yield given[ahead][0], results.pop(ahead)
+                    ahead += 1
+        finally:
+            client.cancel(futures)
+
+
+def iter_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, workers: int = 1,
+               scheduler: str | None = None, name: Callable[[T], str] = str,
+               progress: Progress | None = None) -> Iterator[tuple[T, R | TraceqlError]]:
+    """``(item, fn(item, common))`` for every item, in input order, each as soon as it and every earlier one
+    are done; a failed item gets its :class:`TraceqlError` instead. Serial in this process when ``workers`` is
+    1 and no ``scheduler`` is given; else on a local cluster of ``workers`` processes, or on the Dask
+    scheduler at ``scheduler``. ``progress(done, total, name)`` is called as each task finishes. Close the
+    iterator (``contextlib.closing``) if you stop early: that cancels the tasks left and closes the cluster."""
+    check(workers, scheduler)
+    if workers == 1 and scheduler is None:
+        return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
+    return _distributed(fn, items, common, name, progress, workers, scheduler)
+
+
+def run_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, workers: int = 1,
+              scheduler: str | None = None, name: Callable[[T], str] = str,
+              progress: Progress | None = None) -> list[R | TraceqlError]:
+    """Every item's result (or its :class:`TraceqlError`), in input order: :func:`iter_tasks`, collected."""
+    with closing(iter_tasks(fn, items, common=common, workers=workers, scheduler=scheduler, name=name,
+                            progress=progress)) as results:
+        return [out for _, out in results]
