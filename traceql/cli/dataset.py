@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from traceql.cli.common import CONTEXT, Format, FormatOption, console, emit_json, guarded, num_ms, spinner, table
+from traceql.cli.common import (
+    CONTEXT,
+    Format,
+    FormatOption,
+    SchedulerOption,
+    WorkersOption,
+    console,
+    emit_json,
+    guarded,
+    num_ms,
+    progress_bar,
+    table,
+)
 
 app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True,
                   context_settings=CONTEXT)
@@ -56,12 +66,15 @@ def add(
     model: Annotated[str | None, typer.Option(help="model name (default: the run's input folder, or the trace)")]
     = None,
     config: Annotated[str | None, typer.Option(help="configuration name (default: from the run's config)")] = None,
+    workers: WorkersOption = 1,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Label run folders or traces and add one entry each; entries already there are skipped."""
     from traceql.commands import dataset
 
-    with spinner("adding…") as update:
-        outcomes = dataset.add(root, sources, baselines=baseline or [], model=model, config=config, progress=update)
+    with progress_bar("adding…") as update:
+        outcomes = dataset.add(root, sources, baselines=baseline or [], model=model, config=config, workers=workers,
+                               scheduler=scheduler, progress=update)
     _finish(outcomes)
 
 
@@ -72,19 +85,15 @@ def build(
     out: Annotated[Path, typer.Option("--out", "-o", help="dataset folder")],
     collect_only: Annotated[bool, typer.Option(help="collect the runs, label nothing (run build again to label)")]
     = False,
+    workers: WorkersOption = 1,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Collect every configuration of a sweep (and its isolated run), label it, add it; resumable."""
-    from rich.progress import Progress
-
     from traceql.commands import dataset
 
-    with Progress(console=Console(stderr=True), disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task("sweep", total=None)
-
-        def progress(name: str, done: int, total: int) -> None:
-            bar.update(task, description=name, completed=done, total=total)
-
-        outcomes = dataset.build(sweep, out, collect_only=collect_only, progress=progress)
+    with progress_bar("sweep:") as update:
+        outcomes = dataset.build(sweep, out, collect_only=collect_only, workers=workers, scheduler=scheduler,
+                                 progress=update)
     _finish(outcomes)
 
 

@@ -8,13 +8,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from traceql.dataset import build as sweep
 from traceql.dataset.store import Dataset, Outcome
-from traceql.errors import TraceqlError
+from traceql.parallel import Progress, check
 
 if TYPE_CHECKING:  # the analysis stack loads to label, not for `dataset build --collect-only`
     import polars as pl
@@ -23,32 +23,31 @@ __all__ = ["Outcome", "add", "build", "summary"]
 
 
 def add(root: str | Path, paths: Sequence[str | Path], *, baselines: Sequence[str | Path] = (),
-        model: str | None = None, config: str | None = None,
-        progress: Callable[[str], None] | None = None) -> list[Outcome]:
+        model: str | None = None, config: str | None = None, workers: int = 1, scheduler: str | None = None,
+        progress: Progress | None = None) -> list[Outcome]:
     """Add run folders or traces to the dataset at ``root``; each is one entry, paired with the baseline it
     matches best. A failure does not stop the others; it is reported in the returned outcomes. OptionError,
-    before anything is read or written, when ``root`` is (inside) one of the sources or baselines."""
-    from traceql.dataset.add import BaselinePicker, add_one, refuse_root_inside
+    before anything is read or written, when ``root`` is (inside) one of the sources or baselines, or for
+    ``workers`` and ``scheduler`` both given. The sources are labelled in ``workers`` local processes, or on
+    the Dask scheduler at ``scheduler`` (``traceql.parallel``); ``progress(done, total, source)`` follows
+    them; the entries are recorded in the order given, whatever order they finish in."""
+    from traceql.dataset.add import BaselinePicker, Shared, Source, add_all, refuse_root_inside
 
+    check(workers, scheduler)
     refuse_root_inside(root, [*paths, *baselines])
     ds = Dataset(root)
     ds.prepare()  # what interrupted writers left goes first
-    picker = BaselinePicker(baselines)
-    out = []
-    for path in map(Path, paths):
-        if progress:
-            progress(str(path))
-        try:
-            out.append(add_one(ds, path, picker, model=model, config=config))
-        except TraceqlError as exc:
-            out.append(Outcome(str(path), "failed", message=str(exc)))
-    return out
+    shared = Shared(BaselinePicker(baselines), ds.recorded())  # each baseline read once, here
+    sources = [Source(Path(p), model=model, config=config) for p in paths]
+    return [out for _, out in add_all(ds, sources, shared, workers=workers, scheduler=scheduler, progress=progress)]
 
 
-def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False,
-          progress: Callable[[str, int, int], None] | None = None) -> list[Outcome]:
-    """Collect every configuration of a sweep (and its isolated run), label it and add it; resumable."""
-    return sweep.build(sweep_path, root, collect_only=collect_only, progress=progress)
+def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False, workers: int = 1,
+          scheduler: str | None = None, progress: Progress | None = None) -> list[Outcome]:
+    """Collect every configuration of a sweep (and its isolated run), one after another here, then label it
+    and add it (the labelling in parallel where asked, as in :func:`add`); resumable."""
+    return sweep.build(sweep_path, root, collect_only=collect_only, workers=workers, scheduler=scheduler,
+                       progress=progress)
 
 
 def summary(root: str | Path) -> pl.DataFrame:

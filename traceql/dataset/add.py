@@ -1,20 +1,24 @@
 """Label one run folder or trace and add its rows to a dataset; pair it with the isolated run it matches.
 
-Each trace and each baseline is read once: a baseline's signature medians are kept for every source it is
-compared with, and the timeline read to choose the baseline is the one labelled.
+Each trace and each baseline is read once: the baselines where the work is shared out (and sent to every
+worker), and the timeline read to choose the baseline is the one labelled. Labelling writes nothing; the
+labelled entries are recorded one by one, in the order given, under the dataset's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceql.dataset.store import Dataset, Outcome, content_id
-from traceql.errors import OptionError
+from traceql.errors import OptionError, TraceqlError
 from traceql.labelling import Baseline, Timeline, label, read_baseline, read_timeline
+from traceql.parallel import Progress, iter_tasks
 from traceql.sources import inputs, runfolder
 
 MIN_MATCH = 0.5
@@ -35,25 +39,67 @@ def describe(path: Path, model: str | None, config: str | None) -> tuple[str, st
 
 
 class BaselinePicker:
-    """Chooses, for each timeline, the isolated run whose kernel signatures it matches best."""
+    """The isolated runs to choose from, each read once (where the work is shared out: then sent to every
+    worker); chooses, for each timeline, the one whose kernel signatures it matches best. A baseline that
+    cannot be read fails the sources that need a choice, as it would fail them one by one."""
 
     def __init__(self, paths: Sequence[str | Path]) -> None:
         self.paths = [Path(p) for p in paths]
-        self._read: dict[Path, Baseline] = {}
-
-    def _baseline(self, path: Path) -> Baseline:
-        if path not in self._read:
-            self._read[path] = read_baseline(path)
-        return self._read[path]
+        self.baselines: list[Baseline] = []
+        self.error: TraceqlError | None = None
+        for path in self.paths:
+            try:
+                self.baselines.append(read_baseline(path))
+            except TraceqlError as exc:
+                self.error = exc
+                break
 
     def pick(self, timeline: Timeline) -> tuple[Path | None, Baseline | None, float]:
         """The best-matching baseline (its path, itself, its match rate); None below :data:`MIN_MATCH`."""
         sigs = timeline.signatures()
         if not self.paths or sigs.is_empty():
             return None, None, 0.0
-        rates = [(float(sigs.is_in(self._baseline(b).signatures.implode()).mean()), b) for b in self.paths]
+        if self.error is not None:
+            raise self.error
+        rates = [(float(sigs.is_in(b.signatures.implode()).mean()), i) for i, b in enumerate(self.baselines)]
         rate, best = max(rates, key=lambda r: r[0])
-        return (best, self._baseline(best), rate) if rate >= MIN_MATCH else (None, None, rate)
+        return (self.paths[best], self.baselines[best], rate) if rate >= MIN_MATCH else (None, None, rate)
+
+
+@dataclass
+class Source:
+    """One input to label into an entry: a run folder or trace, and what it is labelled with."""
+
+    path: Path
+    model: str | None = None
+    config: str | None = None
+    entry_id: str | None = None
+    metrics: pl.DataFrame | None = None
+    picker: BaselinePicker | None = None  # its own baselines (else the ones every source shares)
+
+    @property
+    def name(self) -> str:
+        return self.entry_id or str(self.path)
+
+
+@dataclass
+class Shared:
+    """What every source of one `add` or `build` shares: the baselines, and the entries already recorded."""
+
+    picker: BaselinePicker
+    known: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Labelled:
+    """A labelled source, ready to record: its rows and dataset.json entry (no rows: the dataset has it)."""
+
+    entry: str
+    model: str
+    config: str
+    rows: pl.DataFrame | None
+    info: dict[str, Any]
+    outcome: Outcome
 
 
 def _trace_files(path: Path) -> list[Path]:
@@ -78,19 +124,19 @@ def refuse_root_inside(root: str | Path, paths: Sequence[str | Path]) -> None:
                                   "into its inputs: choose a folder outside them")
 
 
-def add_one(ds: Dataset, path: Path, picker: BaselinePicker, *, model: str | None = None,
-            config: str | None = None, metrics: pl.DataFrame | None = None,
-            entry_id: str | None = None) -> Outcome:
-    """Label one run folder or trace and add its rows, unless the dataset has it already."""
-    name, cfg, info = describe(path, model, config)
+def label_one(source: Source, shared: Shared) -> Labelled:
+    """Label one run folder or trace into an entry's rows, unless the dataset has that entry already (a task
+    of :func:`traceql.parallel.iter_tasks`: it writes nothing)."""
+    path = source.path
+    name, cfg, info = describe(path, source.model, source.config)
     files = _trace_files(path)
     timeline = read_timeline(path)
-    baseline_path, baseline, rate = picker.pick(timeline)
+    baseline_path, baseline, rate = (source.picker or shared.picker).pick(timeline)
     base_files = _trace_files(baseline_path) if baseline_path else []
-    entry = entry_id or f"{name}-{cfg}-{content_id(files + base_files, extra=str(bool(baseline_path)))}"
-    if ds.has(entry):
-        return Outcome(entry, "skipped", message="already in the dataset")
-    result = label(timeline, baseline=baseline, metrics=metrics)
+    entry = source.entry_id or f"{name}-{cfg}-{content_id(files + base_files, extra=str(bool(baseline_path)))}"
+    if entry in shared.known:
+        return Labelled(entry, name, cfg, None, {}, Outcome(entry, "skipped", message="already in the dataset"))
+    result = label(timeline, baseline=baseline, metrics=source.metrics)
     rows = result.kernels.with_columns(
         pl.lit(entry).alias("entry_id"), pl.lit(name).alias("model"), pl.lit(cfg).alias("config"),
         *(pl.lit(info.get(k)).alias(k) for k in (*RUN_KEYS, "profiler")),
@@ -98,16 +144,38 @@ def add_one(ds: Dataset, path: Path, picker: BaselinePicker, *, model: str | Non
         pl.lit(str(baseline_path) if baseline_path else None, pl.String).alias("baseline"),
     )
     totals = result.to_dict()["totals"]
-    written = ds.add(entry, name, cfg, rows, {**info, "inputs": [str(f) for f in files],
-                                              "baseline": str(baseline_path) if baseline_path else None,
-                                              "baseline_match_rate": round(rate, 4) if baseline_path else None,
-                                              "label_mode": result.mode, "cases": totals["cases"],
-                                              "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
-                                              "versions": _versions()})
-    if written is None:
-        return Outcome(entry, "skipped", message="added meanwhile by another writer")
+    info = {**info, "inputs": [str(f) for f in files], "baseline": str(baseline_path) if baseline_path else None,
+            "baseline_match_rate": round(rate, 4) if baseline_path else None, "label_mode": result.mode,
+            "cases": totals["cases"], "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
+            "versions": _versions()}
     how = f" vs {baseline_path.name} ({rate:.0%} match)" if baseline_path else ""
-    return Outcome(entry, "added", rows.height, totals["cases"], totals["time_lost_ns"], f"labels: {result.mode}{how}")
+    return Labelled(entry, name, cfg, rows, info, Outcome(entry, "added", rows.height, totals["cases"],
+                                                          totals["time_lost_ns"], f"labels: {result.mode}{how}"))
+
+
+def record(ds: Dataset, labelled: Labelled, shared: Shared) -> Outcome:
+    """Add a labelled source's rows to the dataset (under its lock), unless it has them already."""
+    skipped = Outcome(labelled.entry, "skipped", message="already in the dataset")
+    if labelled.rows is None or ds.has(labelled.entry):
+        return skipped
+    written = ds.add(labelled.entry, labelled.model, labelled.config, labelled.rows, labelled.info)
+    shared.known.add(labelled.entry)  # run one after another, the next source sees it
+    if written is None:
+        return Outcome(labelled.entry, "skipped", message="added meanwhile by another writer")
+    return labelled.outcome
+
+
+def add_all(ds: Dataset, sources: Iterable[Source], shared: Shared, *, workers: int = 1,
+            scheduler: str | None = None, progress: Progress | None = None) -> Iterator[tuple[Source, Outcome]]:
+    """Label every source (in parallel where asked: ``traceql.parallel``) and record each in the order given,
+    as soon as it and those before it are labelled. A failure does not stop the others."""
+    with closing(iter_tasks(label_one, sources, common=shared, workers=workers, scheduler=scheduler,
+                            name=lambda s: s.name, progress=progress)) as labelled:
+        for source, out in labelled:
+            if isinstance(out, TraceqlError):
+                yield source, Outcome(source.name, "failed", message=str(out))
+            else:
+                yield source, record(ds, out, shared)
 
 
 def _versions() -> dict[str, str]:

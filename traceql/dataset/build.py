@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from traceql.dataset.store import Dataset, Outcome, remove_tree
 from traceql.errors import CollectFailed, InputError, TraceqlError
+from traceql.parallel import Progress, check
 
 SWEEP_KEYS = {"inputs", "grid", "profiler", "metrics", "steps", "timeout", "device"}
 GRID_KEYS = {"world_size", "cap_size", "epochs", "batchsize"}
@@ -103,41 +104,81 @@ def _collect(sweep: Sweep, folder: Path, overrides: dict[str, Any], run: Path, p
     return run
 
 
-def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False,
-          progress: Callable[[str, int, int], None] | None = None) -> list[Outcome]:
-    """Collect and label every configuration of a sweep into the dataset at ``root``."""
+class _Progress:
+    """A build's progress: configurations done (collected only, skipped, failed, or labelled) of all."""
+
+    def __init__(self, total: int, report: Progress | None) -> None:
+        self.total, self.report, self.done = total, report, 0
+
+    def __call__(self, what: str, *, finished: bool = False) -> None:
+        self.done += finished
+        if self.report:
+            self.report(self.done, self.total, what)
+
+    def labelled(self, _done: int, _total: int | None, name: str) -> None:
+        self(f"labelled {name}", finished=True)
+
+
+def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False, workers: int = 1,
+          scheduler: str | None = None, progress: Progress | None = None) -> list[Outcome]:
+    """Collect and label every configuration of a sweep into the dataset at ``root``. The collections run one
+    after another in this process (they use the GPU); the labelling of each collected configuration runs in
+    parallel where asked (``traceql.parallel``: it starts while the next configuration is collected)."""
+    check(workers, scheduler)
     sweep = load_sweep(sweep_path)
     ds = Dataset(root)
     ds.prepare()  # what interrupted writers left goes first
     runs = Path(root) / "runs"
-    outcomes: list[Outcome] = []
-    pickers: dict[Path, Any] = {}
-    for i, (folder, overrides) in enumerate(sweep.configs):
-        name = f"{folder.name}-{_label(overrides)}"
-        if progress:
-            progress(name, i, len(sweep.configs))
-        if ds.has(name):
-            outcomes.append(Outcome(name, "skipped", message="already in the dataset"))
-            continue
-        try:
-            run = _collect(sweep, folder, overrides, runs / name, sweep.profiler)
-            shape = {k: v for k, v in overrides.items() if k not in NOT_SHAPE}
-            iso = _collect(sweep, folder, {**shape, "world_size": 1}, runs / f"{folder.name}-isolated-{_label(shape)}",
-                           sweep.profiler)
-            metrics = [_collect(sweep, folder, overrides, runs / f"{name}-ncu", "ncu", [0])] if sweep.metrics else None
-            if collect_only:
-                outcomes.append(Outcome(name, "collected", message=f"{run} (label it by running build again)"))
-                continue
-            from traceql.dataset.add import BaselinePicker, add_one  # the analysis stack, only to label
-            from traceql.labelling import read_metrics
+    outcomes: dict[int, Outcome] = {}
+    where: dict[str, int] = {}  # a configuration to label: its name -> its place
+    pickers: dict[Path, Any] = {}  # each isolated run is read once
+    step = _Progress(len(sweep.configs), progress)
 
-            picker = pickers.setdefault(iso, BaselinePicker([iso]))  # each isolated run is read once
-            outcomes.append(add_one(ds, run, picker, entry_id=name,
-                                    metrics=read_metrics(metrics) if metrics else None))
-        except TraceqlError as exc:
-            if isinstance(exc, CollectFailed) and exc.stage == "interrupted":  # Ctrl-C stops the whole build
-                raise
-            outcomes.append(Outcome(name, "failed", message=str(exc)))
-    if progress:
-        progress("done", len(sweep.configs), len(sweep.configs))
-    return outcomes
+    def done(i: int, outcome: Outcome) -> None:
+        outcomes[i] = outcome
+        step(outcome.name, finished=True)
+
+    def collected() -> Iterator[Any]:
+        """The configurations to label, each as soon as it is collected (here, one after another)."""
+        for i, (folder, overrides) in enumerate(sweep.configs):
+            name = f"{folder.name}-{_label(overrides)}"
+            step(f"collecting {name}")
+            if ds.has(name):
+                done(i, Outcome(name, "skipped", message="already in the dataset"))
+                continue
+            try:
+                run = _collect(sweep, folder, overrides, runs / name, sweep.profiler)
+                shape = {k: v for k, v in overrides.items() if k not in NOT_SHAPE}
+                iso = _collect(sweep, folder, {**shape, "world_size": 1},
+                               runs / f"{folder.name}-isolated-{_label(shape)}", sweep.profiler)
+                metrics = [_collect(sweep, folder, overrides, runs / f"{name}-ncu", "ncu", [0])] if sweep.metrics \
+                    else None
+                if collect_only:
+                    done(i, Outcome(name, "collected", message=f"{run} (label it by running build again)"))
+                    continue
+                from traceql.dataset.add import BaselinePicker, Source  # the analysis stack, only to label
+                from traceql.labelling import read_metrics
+
+                if iso not in pickers:
+                    pickers[iso] = BaselinePicker([iso])
+                source = Source(run, entry_id=name, metrics=read_metrics(metrics) if metrics else None,
+                                picker=pickers[iso])
+            except TraceqlError as exc:
+                if isinstance(exc, CollectFailed) and exc.stage == "interrupted":  # Ctrl-C stops the whole build
+                    raise
+                done(i, Outcome(name, "failed", message=str(exc)))
+                continue
+            where[name] = i
+            yield source
+
+    if collect_only:
+        list(collected())
+    else:
+        from traceql.dataset.add import BaselinePicker, Shared, add_all
+
+        shared = Shared(BaselinePicker([]), set())  # each configuration brings its own isolated run
+        for source, outcome in add_all(ds, collected(), shared, workers=workers, scheduler=scheduler,
+                                       progress=step.labelled):
+            outcomes[where[source.name]] = outcome
+    step("done")
+    return [outcomes[i] for i in range(len(sweep.configs))]

@@ -143,6 +143,10 @@ class Dataset:
         entry = self.load()["entries"].get(entry_id)
         return entry is not None and self._file(entry).is_file()
 
+    def recorded(self) -> set[str]:
+        """Every recorded entry whose file is there (what :meth:`has` says yes to)."""
+        return {k for k, e in self.load()["entries"].items() if self._file(e).is_file()}
+
     def files(self) -> list[Path]:
         """The parquet file of every recorded entry; InputError naming those that are missing."""
         files = [self._file(e) for e in self.read()["entries"].values()]
