@@ -12,13 +12,15 @@ from traceql.cli.common import (
     Files,
     Format,
     FormatOption,
+    SchedulerOption,
+    WorkersOption,
     console,
     emit_json,
     guarded,
     ms,
     note,
     num_ms,
-    spinner,
+    progress_bar,
     table,
 )
 from traceql.model.names import display_name
@@ -47,13 +49,16 @@ def detect(
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,
+    workers: WorkersOption = 1,
+    scheduler: SchedulerOption = None,
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
     from traceql.commands.detect import detect as run_detect
 
-    with spinner("detecting…"):
+    with progress_bar("detecting…") as update:
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
-                            metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out)
+                            metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out,
+                            workers=workers, scheduler=scheduler, progress=update)
     for text in result.notes:
         note(text)
     if out is not None:

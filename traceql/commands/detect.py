@@ -3,16 +3,48 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
+
+import polars as pl
 
 from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.labels import PAIRED_FACTOR
 from traceql.commands import options
+from traceql.errors import TraceqlError
 from traceql.export.files import format_for, write_frame
-from traceql.labelling import DetectResult, label, read_baseline, read_metrics, read_timeline
+from traceql.labelling import Baseline, DetectResult, label, read_baseline, read_metrics, read_timeline
+from traceql.merge import merge, split_runs
+from traceql.parallel import Progress, check, iter_tasks
 from traceql.sources import inputs
 
 __all__ = ["DetectResult", "detect"]
+
+
+@dataclass(frozen=True)
+class Labelling:
+    """What every run of one `detect` is labelled with (read once, sent once to each worker)."""
+
+    baseline: Baseline | None
+    threshold: float
+    top: int
+    detector: SlowdownDetector | None
+    hta_compat: bool
+    metrics: pl.DataFrame | None
+    single_trace: bool
+
+
+def label_run(paths: list[Path] | None, how: Labelling) -> DetectResult:
+    """One run: its timeline read, labelled (a task of :func:`traceql.parallel.iter_tasks`)."""
+    timeline = read_timeline(paths)
+    iso = how.baseline if not timeline.signatures().is_empty() else None
+    return label(timeline, baseline=iso, threshold=how.threshold, top=how.top, detector=how.detector,
+                 hta_compat=how.hta_compat, metrics=how.metrics, single_trace=how.single_trace)
+
+
+def _run_name(paths: list[Path] | None) -> str:
+    return ", ".join(map(str, paths)) if paths else "the embedded example"
 
 
 def detect(
@@ -26,6 +58,9 @@ def detect(
     metrics: Sequence[str | Path] | None = None,
     single_trace: bool = False,
     out: str | Path | None = None,
+    workers: int = 1,
+    scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> DetectResult:
     """Label every compute kernel of a trace as slowed by communication or not.
 
@@ -38,21 +73,33 @@ def detect(
     baseline, a trace with isolated steps (``step_<i>_nosync``) is labelled against them, unless
     ``single_trace`` hides them and asks the detector. ``out`` (``.parquet``, ``.csv`` or ``.json``) gets
     one row per compute kernel, written atomically; it may not be an input.
+
+    Runs given together (``traceql.merge``) are each labelled on their own, then merged: in ``workers``
+    local processes, or on the Dask scheduler at ``scheduler``, when asked (``traceql.parallel``);
+    ``progress(done, total, run)`` follows them.
     """
     if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
         paths = None
         if baseline is None:
             baseline = [inputs.DEFAULT_BASELINE]
     options.threshold(threshold)
+    check(workers, scheduler)
     out_format = format_for(out) if out is not None else None
     if out is not None:
         options.not_an_input(out, [*([paths] if isinstance(paths, (str, Path)) else paths or []),
                                    *(baseline or []), *(metrics or [])], "--out")
     ncu = read_metrics(metrics) if metrics else None
-    timeline = read_timeline(paths)
-    iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
-    result = label(timeline, baseline=iso, threshold=threshold, top=top, detector=detector, hta_compat=hta_compat,
-                   metrics=ncu, single_trace=single_trace)
+    runs = split_runs(paths)
+    how = Labelling(read_baseline(baseline) if baseline else None, threshold, top, detector, hta_compat, ncu,
+                    single_trace)
+    results = []
+    with closing(iter_tasks(label_run, runs, common=how, workers=workers, scheduler=scheduler, name=_run_name,
+                            progress=progress)) as labelled:
+        for _, res in labelled:
+            if isinstance(res, TraceqlError):
+                raise res  # the first run that failed, in the order given: the others are cancelled
+            results.append(res)
+    result = merge(results, top=top)
     if out is not None:
         write_frame(result.kernels, Path(out), out_format)
     return result
