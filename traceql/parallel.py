@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -121,6 +122,22 @@ def _probe(address: str) -> None:
 
 
 @contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """A Ctrl-C goes to every process of the terminal's group: the worker processes started in this block
+    ignore it (SIGINT ignored is inherited), so that this process alone stops them and none of them prints a
+    traceback. A Ctrl-C in the second this takes is lost."""
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: the signals are not ours to set
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@contextmanager
 def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
     """A Dask client: of a local cluster of ``workers`` processes (one thread each), or of ``scheduler``."""
     quiet()
@@ -135,7 +152,9 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, ValueError, TypeError) as exc:
                 raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            with _workers_ignore_ctrl_c():
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
             client = Client(cluster)
     try:
         yield client

@@ -4,13 +4,18 @@ the traces finish in; a trace that fails is reported while the others are added.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests.paths import DDP_TRACE, INRUN_TRACE, NSYS, RUNS, SINGLE_TRACE, corpus
+from tests.paths import DDP_TRACE, INRUN_TRACE, NSYS, ROOT, RUNS, SINGLE_TRACE, corpus
 from traceql.commands import dataset
 
 
@@ -68,3 +73,30 @@ def test_local_workers_add_then_skip(dask_scheduler: str, tmp_path: Path, no_ker
     assert [o.status for o in again] == ["skipped", "failed", "skipped"]
     assert [o.name for o in again if o.status == "skipped"] == [o.name for o in first if o.status == "added"]
     assert len(_entries(tmp_path / "ds")) == 2
+
+
+def test_ctrl_c_stops_the_workers_too(tmp_path: Path) -> None:
+    """A Ctrl-C reaches the terminal's whole process group: one line, exit 130, no worker left, no traceback;
+    the entries recorded before it stay whole."""
+    root = tmp_path / "ds"
+    sources = [DDP_TRACE, INRUN_TRACE, *sorted(RUNS.glob("*-nsys")), RUNS / "gpt2-torch"]
+    proc = subprocess.Popen([sys.executable, "-m", "traceql", "dataset", "add", str(root), *map(str, sources),
+                             "--workers", "2"], cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (root / "dataset.json").exists() or not _entries(root):  # once the first entry is in
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err == "error: interrupted\n", err
+    assert 1 <= len(_entries(root)) < len(sources), "the Ctrl-C came too late to stop anything"
+    deadline = time.monotonic() + 10  # the workers' own exit takes a moment
+    while (left := subprocess.run(["pgrep", "-a", "-g", str(proc.pid)], capture_output=True, text=True).stdout) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == "", f"processes left in the group: {left}"
