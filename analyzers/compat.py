@@ -49,7 +49,7 @@ def hta_view(
         last_step = steps.group_by(RANK_KEY).agg(_ceil_us(pl.col("start_ns")).max().alias("last_step_ns"))
         kernels, memops = _window(kernels, last_step), _window(memops, last_step)
     kernels = kernels.with_columns(
-        pl.when((pl.col("kind") == "compute") & pl.col("name").str.contains(r"Sync|Memcpy|^Memset"))
+        pl.when((pl.col("kind") == "compute") & pl.col("name").cast(pl.String).str.contains(r"Sync|Memcpy|^Memset"))
         .then(pl.lit("other")).otherwise(pl.col("kind")).alias("kind")
     )
     return _round(kernels), _round(memops)

@@ -24,7 +24,8 @@ def join_metrics(kernels: pl.DataFrame, metrics: pl.DataFrame) -> tuple[pl.DataF
     rate: the share of profiled launches that found their kernel in the trace."""
     cols = curated_columns(metrics)
     # the same launch may come twice (an ncu raw page and a details page of one profile)
-    metrics = metrics.unique(subset=[*KEY, "launch_index"], keep="first", maintain_order=True)
+    metrics = metrics.unique(subset=[*KEY, "launch_index"], keep="first", maintain_order=True).with_columns(
+        pl.col(KEY).cast(kernels.schema["signature"]))  # joined with the kernels': String or Categorical
     ranked = kernels.with_row_index("_kernel_row").with_columns(
         pl.int_range(pl.len()).sort_by("start_ns").over(["run_id", "rank", *KEY]).alias("launch_index"),
         (pl.col("rank") == pl.col("rank").min().over("run_id")).alias("_first_rank"),

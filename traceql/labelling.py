@@ -116,14 +116,14 @@ class Baseline:
 def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
     """Read the timeline of a trace (files or folders; the embedded example when None)."""
     with read_trace(paths) as trace:
-        return Timeline(trace.paths[0], with_keys(trace.kernels), trace.memcpy, trace.nvtx, trace.ranks,
-                        not trace.relation("kernel_metrics").is_empty(), trace.notes)
+        return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
+                        trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes)
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
     """Read an isolated run's compute kernels; a note when it holds communication (not isolated)."""
     with read_trace(paths) as iso:
-        kernels = iso.kernels
+        kernels = iso.relation("kernels", compact=True)
         path = iso.paths[0]
         notes = list(iso.notes)
     comm = kernels.filter(pl.col("kind") == "comm").height

@@ -91,14 +91,30 @@ class Trace:
                 raise KeyboardInterrupt from None
             raise _query_error(exc) from exc
 
-    def relation(self, name: str) -> pl.DataFrame:
-        """One relation of the model as a polars DataFrame."""
+    def relation(self, name: str, *, compact: bool = False) -> pl.DataFrame:
+        """One relation of the model as a polars DataFrame; with ``compact``, its long repeated strings
+        (``schema.CATEGORICAL``: kernel names) come as Categorical, one dictionary instead of a string per row."""
         self._open()
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
-        frame = self._con.sql(f"SELECT * FROM {name}").pl()  # sorted here: polars sorts wide rows faster
+        columns = self._columns(name) if compact else "*"
+        frame = self._con.sql(f"SELECT {columns} FROM {name}").pl()  # sorted here: polars sorts faster
         return frame.sort([c.strip() for c in schema.ORDER_BY[name].split(",")], nulls_last=True,
                           maintain_order=True)
+
+    def _columns(self, name: str) -> str:
+        """The relation's columns, its repetitive strings (kernel names, kinds) as DuckDB ENUMs: they reach
+        polars as Categorical, one dictionary instead of a string per row."""
+        cols = []
+        for col in schema.RELATIONS[name]:
+            if col in schema.CATEGORICAL.get(name, ()):
+                enum = f"_enum_{name}_{col}"
+                self._con.execute(f"CREATE OR REPLACE TYPE {enum} AS ENUM "
+                                  f"(SELECT DISTINCT {col} FROM {name} WHERE {col} IS NOT NULL ORDER BY 1)")
+                cols.append(f"{col}::{enum} AS {col}")
+            else:
+                cols.append(col)
+        return ", ".join(cols)
 
     kernels = _Relation()
     memcpy = _Relation()

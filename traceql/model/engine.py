@@ -44,8 +44,16 @@ def connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def _compressed(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep ``con``'s tables in a compressed in-memory database: a trace's kernel names repeat on every row,
+    and its tables take about 15 times less memory compressed."""
+    con.execute("ATTACH ':memory:' AS model (COMPRESS)")
+    con.execute("USE model")
+
+
 def create_relations(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the model's empty tables in ``con``; sources then insert into them."""
+    """Create the model's empty tables in ``con`` (compressed); sources then insert into them."""
+    _compressed(con)
     for name in schema.RELATIONS:
         con.execute(schema.ddl(name))
 
@@ -76,6 +84,7 @@ def sealed(con: duckdb.DuckDBPyConnection, names: list[str]) -> duckdb.DuckDBPyC
     that. ``con`` is closed."""
     out = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
+        _compressed(out)
         for name in names:
             out.register("_frame", con.table(name).arrow())
             out.execute(f"CREATE TABLE {name} AS SELECT * FROM _frame")

@@ -109,12 +109,16 @@ def with_signature(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def with_keys(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``kernels`` with its ``signature`` and ``key`` (name identity + grid + block) columns."""
+    """``kernels`` with its ``signature`` and ``key`` (name identity + grid + block) columns, computed once per
+    distinct name and shape (Categorical when ``name`` is)."""
     import polars as pl
 
-    names = kernels["name"].unique().drop_nulls()
-    ids = pl.DataFrame({"name": names, "_identity": [identity(n) for n in names]}, schema={"name": pl.String,
-                                                                                          "_identity": pl.String})
-    keyed = kernels.join(ids, on="name", how="left", maintain_order="left")
+    on = ["name", *SIGNATURE_COLUMNS]
+    combos = kernels.select(on).unique(maintain_order=True)
+    names = combos["name"].unique(maintain_order=True).drop_nulls()
+    ids = pl.DataFrame([names, pl.Series("_identity", [identity(n) for n in names], pl.String)])
     key = pl.format("{} g{}x{}x{} b{}x{}x{}", "_identity", *SHAPE_COLUMNS).alias("key")
-    return keyed.with_columns(signature(), key).drop("_identity")
+    string = kernels.schema["name"] == pl.String
+    keyed = combos.join(ids, on="name", how="left", maintain_order="left").select(
+        *on, *(e if string else e.cast(pl.Categorical) for e in (signature(), key)))
+    return kernels.join(keyed, on=on, how="left", nulls_equal=True, maintain_order="left")

@@ -41,6 +41,10 @@ RELATIONS: dict[str, dict[str, pl.DataType]] = {
     "kernel_metric_units": {"metric": STR, "unit": STR},
 }
 
+# Long strings that repeat across rows: read into polars as Categorical (``Trace.relation``); short ones are
+# stored inline by polars anyway
+CATEGORICAL: dict[str, tuple[str, ...]] = {"kernels": ("name", "short_name")}
+
 # The order every relation is read in: deterministic whatever order the engine inserted rows in.
 ORDER_BY: dict[str, str] = {
     "runs": "run_id, path",
