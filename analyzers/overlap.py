@@ -40,22 +40,20 @@ def comm_overlap(kernels: pl.DataFrame) -> pl.DataFrame:
     """Compute kernels with ``comm_overlap_ns``, ``comm_overlap_frac`` and ``concurrent_comm``.
 
     ``comm_overlap_ns`` is the length of the kernel's intersection with the union of the communication
-    kernels on the same (run, rank, device): exact, O(n log n) per device.
+    kernels on the same (run, rank, device): exact, O(n log n) per device. The wide frame is filtered once
+    and never joined: per-device results land in place through the compute kernels' row numbers.
     """
-    k = kernels.with_row_index("_idx")
-    compute = k.filter(pl.col("kind") == "compute")
-    comm = k.filter(pl.col("kind") == "comm")
+    compute = kernels.filter(pl.col("kind") == "compute")
+    place = [*GROUP, "start_ns", "end_ns"]
+    slim = compute.select(place).with_row_index("_idx")
+    comm = kernels.filter(pl.col("kind") == "comm").select(*place, "collective")
     comm_by_device = {key: grp for key, grp in comm.group_by(GROUP, maintain_order=True)}
     none = comm.clear()
     parts = [_device_overlap(grp, comm_by_device.get(key, none))
-             for key, grp in compute.group_by(GROUP, maintain_order=True)]
+             for key, grp in slim.group_by(GROUP, maintain_order=True)]
     schema = {"_idx": pl.UInt32, "comm_overlap_ns": pl.Int64, "concurrent_comm": pl.String}
-    overlap = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    # every compute kernel is in one device's part: sorted by row number, the parts line up with ``compute``
+    overlap = pl.concat(parts).sort("_idx") if parts else pl.DataFrame(schema=schema)
     dur = pl.col("duration_ns")
-    return (
-        compute.join(overlap, on="_idx", how="left", maintain_order="left")
-        .with_columns(pl.when(dur > 0).then(pl.col("comm_overlap_ns") / dur).otherwise(0.0)
-                      .alias("comm_overlap_frac"))
-        .sort("_idx")
-        .drop("_idx")
-    )
+    return compute.with_columns(overlap["comm_overlap_ns"], overlap["concurrent_comm"]).with_columns(
+        pl.when(dur > 0).then(pl.col("comm_overlap_ns") / dur).otherwise(0.0).alias("comm_overlap_frac"))

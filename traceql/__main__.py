@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from traceql.errors import INTERRUPTED  # light: the package itself loads it
 
+# polars' allocator (jemalloc) keeps freed pages for 10 s by default; a command that reads a trace into
+# frames and drops them step by step would hold them all. Read by polars when it loads, so set first.
+JEMALLOC = "dirty_decay_ms:0,muzzy_decay_ms:0"
+
 
 def main() -> None:
     """Load the command line and run it; a Ctrl-C while it loads is one line and exit 130, as later."""
+    os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC)
     try:
         from traceql.cli import app  # noqa: PLC0415 - loading it is what may be interrupted
 

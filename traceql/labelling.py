@@ -157,11 +157,13 @@ def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     kernels outside isolated steps: those are a reference, hidden from it)."""
     overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row")
     isolated = _isolated(overlap)
-    features = feature_table(overlap.filter(~isolated))
+    features = feature_table(overlap.filter(~isolated) if isolated.any() else overlap)
     if features.is_empty():
         return features.with_columns(pl.lit(None, pl.Float64).alias("score"))
     model.fit(features.select(COLUMNS).to_numpy())
     scored = with_scores(features, model)
+    if not isolated.any():  # in row order already: no copy of millions of rows to sort
+        return scored
     return pl.concat([scored, overlap.filter(isolated)], how="diagonal_relaxed").sort("_row")
 
 
@@ -188,6 +190,8 @@ def _own(rows: pl.DataFrame) -> pl.DataFrame:
 def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     """The detector's labels; the isolated steps' own kernels (hidden from it) stay a reference."""
     isolated = _isolated(scored)
+    if not isolated.any():
+        return detector_labels(scored, model)
     labelled = detector_labels(scored.filter(~isolated), model)
     reference = scored.filter(isolated).join(_own(scored.filter(isolated)), on="_row").with_columns(
         pl.lit(False).alias("is_slowdown"), pl.lit("detector").alias("label_source"))
@@ -242,7 +246,8 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         labelled, mode = _inrun_or_detected(scored, model, threshold)
     else:
         labelled, mode = _detected(scored, model), "detector"
-    out = labelled.select(*schema.CASES)
+    del scored  # the features and estimates: only the labels' columns go on (millions of rows)
+    out = labelled = labelled.select(*schema.CASES)
     if metrics is not None:
         out, metrics_rate, more = _with_metrics(labelled, metrics)
         notes += more

@@ -88,7 +88,8 @@ def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] 
     """``_row, baseline_ns, baseline_kind, twin_pos`` for the target kernels in steps: the twin baseline, or
     ``none`` when nothing of the reference partition (the same values of ``by``) aligns with them."""
     by = by or []
-    target, reference = _with_key_ids(target, reference)
+    needed = list(dict.fromkeys([*by, *STEP, "key", "launch_ns", "start_ns", "duration_ns"]))
+    target, reference = _with_key_ids(target.select(*needed, "_row"), reference.select(needed))
     refs = _references(reference, by)
     rows, positions, baselines = [], [], []
     for step in _steps(target, by, ["_row"]).iter_rows(named=True):

@@ -21,13 +21,14 @@ from analyzers.baselines.twins import twin_baselines
 MOSTLY_CLEAN = 0.5  # a position instance overlapped less than this is a fair reference
 
 
-def self_positions(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``_row → position``: each kernel's place in the trace's canonical step (null outside the steps)."""
+def self_positions(kernels: pl.DataFrame) -> pl.Series:
+    """``position``, for each row of ``kernels``: its place in the trace's canonical step (null outside the
+    steps)."""
     if kernels["step"].is_null().all():
-        return kernels.select("_row", pl.lit(None, pl.Int64).alias("position"))
+        return pl.Series("position", [None] * kernels.height, pl.Int64)
     aligned = twin_baselines(kernels, kernels)
     return kernels.select("_row").join(aligned.select("_row", pl.col("twin_pos").alias("position")), on="_row",
-                                       how="left", maintain_order="left")
+                                       how="left", maintain_order="left")["position"]
 
 
 def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -36,7 +37,10 @@ def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
     clean = pl.col("comm_overlap_ns") == 0
     dur = pl.col("duration_ns").cast(pl.Float64)
     pos = ["run_id", "position"]
-    out = kernels.join(self_positions(kernels), on="_row", how="left", maintain_order="left").with_columns(
+    narrow = kernels.select("run_id", "key", "duration_ns", "comm_overlap_ns", "comm_overlap_frac").with_columns(
+        self_positions(kernels))  # the windows run on these columns alone: the wide frame is never copied
+    stats = narrow.select(
+        "position",
         pl.when(pl.col("position").is_not_null()).then(dur.filter(clean).median().over(pos))
         .alias("position_clean_ns"),
         pl.when(pl.col("position").is_not_null()).then(dur.min().over(pos)).alias("position_min_ns"),
@@ -44,6 +48,7 @@ def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
         .alias("position_min_frac"),
         dur.filter(clean).median().over("run_id", "key").alias("key_clean_ns"),
     )
+    out = kernels.with_columns(stats)
     mostly_clean = pl.col("position_min_frac") < MOSTLY_CLEAN
     choices = [("position", pl.col("position_clean_ns")),
                ("position-min", pl.when(mostly_clean).then(pl.col("position_min_ns"))),

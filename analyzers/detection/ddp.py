@@ -16,17 +16,22 @@ SHAPE = r" g[0-9x]+ b[0-9x]+$"  # the grid and block that end a kernel key
 
 def bucket_copies(kernels: pl.DataFrame) -> pl.Series:
     """For each row of ``kernels`` (all kinds, with ``key``, ``kind`` and ``launch_ns``): is it a DDP bucket
-    copy? Launch order is the API calls' (the GPU start where no call was recorded)."""
-    keys = kernels.select(pl.col("key").unique())
-    names = keys.with_columns(pl.col("key").cast(pl.String).str.replace(SHAPE, "").alias("_name"))
-    rows = kernels.select("run_id", "rank", "kind", "key", "launch_ns", "start_ns").join(
-        names, on="key", how="left", maintain_order="left")
-    ordered = rows.sort("run_id", "rank", pl.coalesce("launch_ns", "start_ns"), "start_ns", maintain_order=True)
-    before = ordered.with_columns(
-        pl.col("_name").shift(1).over("run_id", "rank").alias("_before"),
-        pl.col("kind").shift(1).over("run_id", "rank").alias("_before_kind"))
-    feeders = before.filter((pl.col("kind") == "comm") & (pl.col("_before_kind") == "compute"))
-    copies = feeders.select("run_id", pl.col("_before").alias("_name")).unique()
-    marked = rows.select("run_id", "_name", "kind").join(
-        copies.with_columns(pl.lit(True).alias("_copy")), on=["run_id", "_name"], how="left", maintain_order="left")
-    return ((marked["_copy"].fill_null(False)) & (marked["kind"] == "compute")).alias("ddp_copy")
+    copy? Launch order is the API calls' (the GPU start where no call was recorded). Works on integer ids
+    (run, kernel name without its shape), so that millions of kernels cost a few narrow columns."""
+    keys = kernels.select(pl.col("key").unique().drop_nulls())
+    names = keys.with_columns(pl.col("key").cast(pl.String).str.replace(SHAPE, "").rank("dense").cast(pl.Int64)
+                              .alias("_name"))
+    rows = kernels.select(
+        pl.col("run_id").rank("dense").alias("_run"), "rank", "key", (pl.col("kind") == "comm").alias("_comm"),
+        (pl.col("kind") == "compute").alias("_compute"), pl.coalesce("launch_ns", "start_ns").alias("_at"),
+        "start_ns",
+    ).join(names, on="key", how="left", maintain_order="left").drop("key")
+    ordered = rows.sort("_run", "rank", "_at", "start_ns", maintain_order=True)
+    same_rank = (pl.col("_run") == pl.col("_run").shift(1)) & (pl.col("rank") == pl.col("rank").shift(1))
+    feeds = (pl.col("_comm") & pl.col("_compute").shift(1) & same_rank).fill_null(False)
+    copies = (ordered.with_columns(pl.col("_name").shift(1).alias("_before"), feeds.alias("_feeds"))
+              .filter("_feeds").select("_run", pl.col("_before").alias("_name")).unique()
+              .with_columns(pl.lit(True).alias("_copy")))
+    marked = rows.select("_run", "_name", "_compute").join(copies, on=["_run", "_name"], how="left",
+                                                             maintain_order="left")
+    return (marked["_copy"].fill_null(False) & marked["_compute"]).alias("ddp_copy")

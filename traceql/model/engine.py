@@ -32,6 +32,9 @@ def connect() -> duckdb.DuckDBPyConnection:
             "extension_directory": _extension_directory(),
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
+            # give freed memory back at once: the model is read into polars, then the connection closes
+            "allocator_flush_threshold": "32MiB",
+            "allocator_bulk_deallocation_flush_threshold": "32MiB",
         }
     )
     try:
