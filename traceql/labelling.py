@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from analyzers.baselines.isolated import match_rate
+from analyzers.baselines.twins import INPUTS as TWIN_INPUTS
 from analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
 from analyzers.breakdown import rank_breakdown
 from analyzers.cases import rank_cases, top_signatures
@@ -28,6 +29,7 @@ from analyzers.compat import hta_view
 from analyzers.detection.ddp import bucket_copies
 from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.features import COLUMNS, feature_table
+from analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
 from analyzers.metrics import curated_columns, join_metrics
 from analyzers.overlap import comm_overlap
@@ -157,14 +159,17 @@ def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     kernels outside isolated steps: those are a reference, hidden from it)."""
     overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row")
     isolated = _isolated(overlap)
-    features = feature_table(overlap.filter(~isolated) if isolated.any() else overlap)
-    if features.is_empty():
-        return features.with_columns(pl.lit(None, pl.Float64).alias("score"))
-    model.fit(features.select(COLUMNS).to_numpy())
-    scored = with_scores(features, model)
-    if not isolated.any():  # in row order already: no copy of millions of rows to sort
-        return scored
-    return pl.concat([scored, overlap.filter(isolated)], how="diagonal_relaxed").sort("_row")
+    inputs = overlap.select(FEATURE_INPUTS)  # narrow: millions of rows are filtered and joined on few columns
+    features = feature_table(inputs.filter(~isolated) if isolated.any() else inputs)
+    if features.is_empty():  # every compute kernel is in an isolated step: nothing to fit the detector on
+        added = features.with_columns(pl.lit(None, pl.Float64).alias("score"))
+    else:
+        model.fit(features.select(COLUMNS).to_numpy())
+        added = with_scores(features, model)
+    added = added.drop(FEATURE_INPUTS[1:])
+    if isolated.any():  # the isolated steps' rows get nulls
+        added = overlap.select("_row").join(added, on="_row", how="left", maintain_order="left")
+    return overlap.with_columns(added.drop("_row"))
 
 
 def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
@@ -173,9 +178,9 @@ def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple
     if rate < LOW_MATCH:
         notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
                      "was the baseline run with the same model and shapes?")
-    isolated = _isolated(scored)
-    twins = reference_baselines(scored.filter(~isolated), baseline.kernels)
-    return paired_labels(scored, pl.concat([twins, _own(scored.filter(isolated))]), threshold), rate, notes
+    isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
+    twins = reference_baselines(slim.filter(~isolated), baseline.kernels)
+    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold), rate, notes
 
 
 def _isolated(scored: pl.DataFrame) -> pl.Series:
@@ -190,31 +195,34 @@ def _own(rows: pl.DataFrame) -> pl.DataFrame:
 def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     """The detector's labels; the isolated steps' own kernels (hidden from it) stay a reference."""
     isolated = _isolated(scored)
+    labelled = detector_labels(scored, model)  # the isolated rows have no features: never candidates
     if not isolated.any():
-        return detector_labels(scored, model)
-    labelled = detector_labels(scored.filter(~isolated), model)
-    reference = scored.filter(isolated).join(_own(scored.filter(isolated)), on="_row").with_columns(
-        pl.lit(False).alias("is_slowdown"), pl.lit("detector").alias("label_source"))
-    return pl.concat([labelled, reference], how="diagonal_relaxed").sort("_row")
+        return labelled
+    mine = pl.lit(isolated)
+    return labelled.with_columns(
+        *(pl.when(mine).then(None).otherwise(pl.col(c)).alias(c)
+          for c in ("baseline_ns", "twin_key", "twin_pos", "slowdown_ratio")),
+        pl.when(mine).then(pl.lit(REFERENCE)).otherwise(pl.col("baseline_kind")).alias("baseline_kind"),
+        (pl.col("is_slowdown") & ~mine).alias("is_slowdown"))
 
 
 def _inrun_or_detected(scored: pl.DataFrame, model: SlowdownDetector, threshold: float) -> tuple[pl.DataFrame, str]:
     """In-run labels for the runs that have isolated steps; the detector's for runs given with them that
     have none (``label_source`` says which, per row)."""
     with_steps = scored.filter(_isolated(scored))["run_id"].unique()
-    mine = pl.col("run_id").is_in(with_steps.implode())
+    mine = scored["run_id"].is_in(with_steps.implode())
+    if mine.all():  # one run, or all with isolated steps: nothing to split
+        return _inrun(scored, threshold), "inrun"
     inrun = _inrun(scored.filter(mine), threshold)
-    if scored.filter(~mine).is_empty():
-        return inrun, "inrun"
     return pl.concat([inrun, _detected(scored.filter(~mine), model)], how="diagonal_relaxed").sort("_row"), \
         "inrun+detector"
 
 
 def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """Each normal step's kernels against their twins in the same rank's isolated steps."""
-    isolated = _isolated(scored)
-    twins = reference_baselines(scored.filter(~isolated), scored.filter(isolated), by=["run_id", "rank"])
-    return paired_labels(scored, pl.concat([twins, _own(scored.filter(isolated))]), threshold, source="inrun")
+    isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
+    twins = reference_baselines(slim.filter(~isolated), slim.filter(isolated), by=["run_id", "rank"])
+    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold, source="inrun")
 
 
 def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFrame, float, list[str]]:

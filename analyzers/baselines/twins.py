@@ -35,6 +35,7 @@ def align(seq: tuple, canonical: tuple) -> np.ndarray:
 
 
 STEP = ["run_id", "rank", "step", "step_kind"]  # one step of one rank
+INPUTS = ["_row", *STEP, "key", "launch_ns", "start_ns", "duration_ns"]  # what a target frame needs
 
 
 def _steps(frame: pl.DataFrame, by: list[str], extra: list[str]) -> pl.DataFrame:

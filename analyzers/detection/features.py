@@ -15,6 +15,8 @@ import polars as pl
 
 from analyzers.baselines.within_trace import within_trace_estimates
 
+INPUTS = ["_row", "run_id", "rank", "step", "step_kind", "key", "launch_ns", "start_ns", "duration_ns",
+          "comm_overlap_ns", "comm_overlap_frac", "ddp_copy"]  # the columns of compute kernels it reads
 FEATURES = ["log_ratio", "log_key_ratio", "log_min_ratio", "log_duration"]  # what the forest sees
 COLUMNS = [*FEATURES, "comm_overlap_frac", "no_reference"]  # what the detector reads
 

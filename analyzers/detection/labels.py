@@ -21,7 +21,8 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
     ``baselines`` holds ``_row, baseline_ns, baseline_kind, twin_pos`` (``analyzers.baselines.twins``) for
     rows of ``features``; a kernel without one (``baseline_kind`` none) is not a case.
     """
-    out = features.join(baselines, on="_row", how="left", maintain_order="left")
+    aligned = features.select("_row").join(baselines, on="_row", how="left", maintain_order="left")
+    out = features.with_columns(aligned.drop("_row"))  # joined narrow: the wide frame is not copied
     kind = pl.col("baseline_kind").fill_null(NONE)
     return out.with_columns(
         kind.alias("baseline_kind"),
