@@ -49,11 +49,10 @@ def invoke(runner: CliRunner):
 @pytest.fixture(scope="module")
 def dask_scheduler() -> Iterator[str]:
     """The address of a Dask LocalCluster of 2 worker processes, shared by the tests of one module."""
-    from distributed import Client, LocalCluster
-
     from traceql.parallel import quiet
 
     quiet()
+    from distributed import Client, LocalCluster
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(2)

@@ -4,9 +4,9 @@
 runs can be labelled in parallel and a run's labels never depend on what else was given with it. The
 grouping follows the readers' rules (``traceql.sources``): a `traceql collect` run folder is one run;
 loose nsys exports whose names share a stem and carry distinct rank numbers (``gpt2_rank0.sqlite``,
-``gpt2_rank1.sqlite``) are one run; loose torch.profiler traces given together are one run, as the Kineto
-reader makes them; any other loose file is a run of its own. Nsight Compute CSVs hold no timeline: they go
-with the first run.
+``gpt2_rank1.sqlite``) are one run (those of each folder, where two folders hold the same names); loose
+torch.profiler traces given together are one run, as the Kineto reader makes them; any other loose file is
+a run of its own. Nsight Compute CSVs hold no timeline: they go with the first run.
 """
 
 from __future__ import annotations
@@ -39,11 +39,7 @@ def split_runs(paths: str | Path | Sequence[str | Path] | None) -> list[list[Pat
     groups: dict[tuple[str, ...], list[Path]] = {}
     folders = {Path(p).resolve(): Path(p) for p in given if Path(p).is_dir()}
     ncu: list[Path] = []
-    loose = [f for f in files if f.run is None and f.fmt == "nsys-sqlite"]
-    by_stem: dict[str, list[Path]] = {}
-    for f in loose:
-        by_stem.setdefault(_stem(f.path), []).append(f.path)
-    one_run = {p for group in by_stem.values() if _is_one_run(group) for p in group}
+    ranks_of = _per_rank_runs([f.path for f in files if f.run is None and f.fmt == "nsys-sqlite"])
     for f in files:
         given_as = f.path  # a run folder's files are given as the folder, as the user named it
         if f.run is not None:
@@ -54,8 +50,8 @@ def split_runs(paths: str | Path | Sequence[str | Path] | None) -> list[list[Pat
             key = ("run", f.run)
         elif f.fmt == "kineto-json":
             key = ("kineto",)
-        elif f.path in one_run:
-            key = ("ranks", _stem(f.path))
+        elif f.path in ranks_of:
+            key = ranks_of[f.path]
         else:
             key = ("file", str(f.path))
         group = ncu if key == ("ncu",) else groups.setdefault(key, [])
@@ -66,6 +62,26 @@ def split_runs(paths: str | Path | Sequence[str | Path] | None) -> list[list[Pat
     if len(runs) == 1:
         return [None if not paths else [Path(p) for p in given]]
     return list(runs)
+
+
+def _per_rank_runs(loose: list[Path]) -> dict[Path, tuple[str, ...]]:
+    """The loose exports that form a run with others (names with one stem and distinct ranks: first across
+    folders, else within each folder), each with its run's key."""
+    out: dict[Path, tuple[str, ...]] = {}
+    by_stem: dict[str, list[Path]] = {}
+    for p in loose:
+        by_stem.setdefault(_stem(p), []).append(p)
+    for stem, group in by_stem.items():
+        if _is_one_run(group):
+            out.update((p, ("ranks", stem)) for p in group)
+            continue
+        by_folder: dict[Path, list[Path]] = {}
+        for p in group:
+            by_folder.setdefault(p.resolve().parent, []).append(p)
+        for folder, mine in by_folder.items():
+            if _is_one_run(mine):
+                out.update((p, ("ranks", stem, str(folder))) for p in mine)
+    return out
 
 
 def _is_one_run(files: list[Path]) -> bool:

@@ -12,13 +12,15 @@ Ctrl-C cancels the tasks, closes the cluster and raises :class:`KeyboardInterrup
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -30,6 +32,7 @@ Progress = Callable[[int, int | None, str], None]  # done, total (None while unk
 
 CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler
 QUIET_LOGGERS = ("distributed", "tornado", "bokeh")
+TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
 
 class TaskError(TraceqlError):
@@ -75,6 +78,22 @@ def _call(fn: Callable[[T, Any], R], item: T, common: Any, name: str) -> R | Tra
         return _failure(name, exc)
 
 
+async def _load(module: str) -> None:
+    """On a worker: import the module of the tasks' function ahead of the first task (a worker that cannot
+    says so when the first task comes)."""
+    with suppress(ImportError):
+        importlib.import_module(module)
+
+
+def disk_bytes(paths: Iterable[str | Path] | None) -> int:
+    """The bytes of these files and of the files under these folders: a task's cost, roughly."""
+    total = 0
+    for path in map(Path, paths or []):
+        files = path.rglob("*") if path.is_dir() else [path]
+        total += sum(f.stat().st_size for f in files if f.is_file())
+    return total
+
+
 def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
             progress: Progress | None, total: int | None) -> Iterator[tuple[T, R | TraceqlError]]:
     for done, item in enumerate(items, 1):
@@ -96,9 +115,11 @@ def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Ca
 
 
 def quiet() -> None:
-    """Distributed's own log lines (ports, heartbeats, closing connections) stay off the user's stderr; worker
-    processes read the same setting from the environment they inherit."""
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+    """Distributed's own log lines (ports, heartbeats, closing connections) stay off the user's stderr, and its
+    workers do not sample their own stacks (a profile for a dashboard we do not start); worker processes read
+    the same settings from the environment they inherit. Before distributed is imported."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+    os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")  # no dashboard to show it
     for logger in QUIET_LOGGERS:
         logging.getLogger(logger).setLevel(logging.CRITICAL)
 
@@ -141,6 +162,7 @@ def _workers_ignore_ctrl_c() -> Iterator[None]:
 def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
     """A Dask client: of a local cluster of ``workers`` processes (one thread each), or of ``scheduler``."""
     quiet()
+    import dask
     from distributed import Client, LocalCluster
 
     cluster = None
@@ -152,9 +174,11 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, ValueError, TypeError) as exc:
                 raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         else:
-            with _workers_ignore_ctrl_c():
+            cores = str(max(1, (os.cpu_count() or 1) // workers))  # each worker's share of the machine
+            # glibc's own malloc trimming, not Dask's 64 KiB (every large frame an mmap of its own: page faults)
+            with _workers_ignore_ctrl_c(), dask.config.set({TRIM: None}):
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                                       dashboard_address=None, env={"POLARS_MAX_THREADS": cores})
             client = Client(cluster)
     try:
         yield client
@@ -167,10 +191,12 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
 
 
 def _distributed(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
-                 progress: Progress | None, workers: int,
-                 scheduler: str | None) -> Iterator[tuple[T, R | TraceqlError]]:
+                 progress: Progress | None, workers: int, scheduler: str | None,
+                 cost: Callable[[T], float] | None) -> Iterator[tuple[T, R | TraceqlError]]:
     with _client(workers, scheduler) as client:
         from distributed import as_completed
+
+        client.run(_load, fn.__module__, wait=False)  # the workers load it while the tasks are sent
 
         shared = client.scatter(common, broadcast=True, hash=False) if common is not None else None
         given: list[tuple[T, str]] = []
@@ -180,7 +206,8 @@ def _distributed(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, nam
             pending = as_completed()
             for item in items:  # each submitted as it comes: making an item may take time (a collection)
                 given.append((item, name(item)))
-                future = client.submit(_call, fn, item, shared, given[-1][1], pure=False)
+                future = client.submit(_call, fn, item, shared, given[-1][1], pure=False,
+                                       priority=cost(item) if cost else 0)
                 where[future.key] = len(futures)
                 futures.append(future)
                 pending.add(future)
@@ -202,23 +229,25 @@ def _distributed(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, nam
 
 
 def iter_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, workers: int = 1,
-               scheduler: str | None = None, name: Callable[[T], str] = str,
-               progress: Progress | None = None) -> Iterator[tuple[T, R | TraceqlError]]:
+               scheduler: str | None = None, name: Callable[[T], str] = str, progress: Progress | None = None,
+               cost: Callable[[T], float] | None = None) -> Iterator[tuple[T, R | TraceqlError]]:
     """``(item, fn(item, common))`` for every item, in input order, each as soon as it and every earlier one
     are done; a failed item gets its :class:`TraceqlError` instead. Serial in this process when ``workers`` is
     1 and no ``scheduler`` is given; else on a local cluster of ``workers`` processes, or on the Dask
-    scheduler at ``scheduler``. ``progress(done, total, name)`` is called as each task finishes. Close the
-    iterator (``contextlib.closing``) if you stop early: that cancels the tasks left and closes the cluster."""
+    scheduler at ``scheduler``. ``progress(done, total, name)`` is called as each task finishes. The costliest
+    tasks by ``cost(item)`` (say, bytes to read) start first, so that no worker is left with a long one at
+    the end. Close the iterator (``contextlib.closing``) if you stop early: that cancels the tasks left and
+    closes the cluster."""
     check(workers, scheduler)
     if workers == 1 and scheduler is None:
         return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
-    return _distributed(fn, items, common, name, progress, workers, scheduler)
+    return _distributed(fn, items, common, name, progress, workers, scheduler, cost)
 
 
 def run_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, workers: int = 1,
-              scheduler: str | None = None, name: Callable[[T], str] = str,
-              progress: Progress | None = None) -> list[R | TraceqlError]:
+              scheduler: str | None = None, name: Callable[[T], str] = str, progress: Progress | None = None,
+              cost: Callable[[T], float] | None = None) -> list[R | TraceqlError]:
     """Every item's result (or its :class:`TraceqlError`), in input order: :func:`iter_tasks`, collected."""
     with closing(iter_tasks(fn, items, common=common, workers=workers, scheduler=scheduler, name=name,
-                            progress=progress)) as results:
+                            progress=progress, cost=cost)) as results:
         return [out for _, out in results]

@@ -42,6 +42,10 @@ def test_runs_are_grouped_as_the_readers_group_them(loose: list[Path], tmp_path:
     assert split_runs(None) == [None]  # the embedded example, read as it always was
     ncu = RUNS / "gpt2-ncu"
     assert split_runs([INRUN_TRACE, ncu, loose[2]]) == [[INRUN_TRACE, ncu], [loose[2]]]  # ncu: no timeline
+    for rank, src in enumerate(DDP_FILES):  # the same per-rank names in two plain folders: a run in each
+        shutil.copyfile(src, tmp_path / "other" / f"run_rank{rank}.sqlite")
+    again = sorted((tmp_path / "other").glob("run_rank*.sqlite"))
+    assert split_runs([tmp_path / "other", *loose[:2]]) == [[twin], again, loose[:2]]
 
 
 def test_each_run_is_labelled_on_its_own(loose: list[Path]) -> None:

@@ -16,7 +16,7 @@ from traceql.errors import TraceqlError
 from traceql.export.files import format_for, write_frame
 from traceql.labelling import Baseline, DetectResult, label, read_baseline, read_metrics, read_timeline
 from traceql.merge import merge, split_runs
-from traceql.parallel import Progress, check, iter_tasks
+from traceql.parallel import Progress, check, disk_bytes, iter_tasks
 from traceql.sources import inputs
 
 __all__ = ["DetectResult", "detect"]
@@ -94,7 +94,7 @@ def detect(
                     single_trace)
     results = []
     with closing(iter_tasks(label_run, runs, common=how, workers=workers, scheduler=scheduler, name=_run_name,
-                            progress=progress)) as labelled:
+                            progress=progress, cost=disk_bytes)) as labelled:
         for _, res in labelled:
             if isinstance(res, TraceqlError):
                 raise res  # the first run that failed, in the order given: the others are cancelled

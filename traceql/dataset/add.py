@@ -18,7 +18,7 @@ import polars as pl
 from traceql.dataset.store import Dataset, Outcome, content_id
 from traceql.errors import OptionError, TraceqlError
 from traceql.labelling import Baseline, Timeline, label, read_baseline, read_timeline
-from traceql.parallel import Progress, iter_tasks
+from traceql.parallel import Progress, disk_bytes, iter_tasks
 from traceql.sources import inputs, runfolder
 
 MIN_MATCH = 0.5
@@ -170,7 +170,8 @@ def add_all(ds: Dataset, sources: Iterable[Source], shared: Shared, *, workers: 
     """Label every source (in parallel where asked: ``traceql.parallel``) and record each in the order given,
     as soon as it and those before it are labelled. A failure does not stop the others."""
     with closing(iter_tasks(label_one, sources, common=shared, workers=workers, scheduler=scheduler,
-                            name=lambda s: s.name, progress=progress)) as labelled:
+                            name=lambda s: s.name, progress=progress,
+                            cost=lambda s: disk_bytes([s.path]))) as labelled:
         for source, out in labelled:
             if isinstance(out, TraceqlError):
                 yield source, Outcome(source.name, "failed", message=str(out))
