@@ -25,6 +25,8 @@ from traceql.cli.common import (
 )
 from traceql.model.names import display_name
 
+LONG_SPAN_NS = 100 * 10**9  # a rank's span from which the per-rank table is in seconds
+
 
 @guarded
 def detect(
@@ -82,13 +84,19 @@ def print_detect(result: Any) -> None:
     if result.metrics_match_rate is not None:
         _print_metrics(result)
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
-        ranks = table(f"Per rank of {run_id} (times in ms)", ("rank", "overlap", "compute", "comm", "idle", "span",
+        # a long capture's times in seconds: in ms they would not fit 80 columns whole
+        unit, scale = ("s", 1e3) if (rows["span_ns"].max() or 0) >= LONG_SPAN_NS else ("ms", 1.0)
+
+        def t(ns: Any, scale: float = scale) -> str:
+            return num_ms(None if ns is None else ns / scale)
+
+        ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "comm", "idle", "span",
                                                                "cases", "lost", "lost %"))
         for r in rows.iter_rows(named=True):
             pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
             share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
-            ranks.add_row(str(r["rank"]), pct, *(num_ms(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
-                          f"{r['cases']:,}", num_ms(r["time_lost_ns"]), share)
+            ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
+                          f"{r['cases']:,}", t(r["time_lost_ns"]), share)
         console.print(ranks)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
