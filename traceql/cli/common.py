@@ -142,10 +142,11 @@ def spinner(text: str) -> Iterator[Callable[[str], None]]:
 def progress_bar(text: str) -> Iterator[Callable[[int, int | None, str], None]]:
     """A progress bar on stderr while the block runs (a terminal only, not with --quiet); yields
     ``update(done, total, name)``, ``name`` being what just finished."""
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(console=Console(stderr=True), disable=_settings["quiet"] or not sys.stderr.isatty(),
-                  transient=True) as bar:
+    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True),
+                  disable=_settings["quiet"] or not sys.stderr.isatty(), transient=True) as bar:
         task = bar.add_task(text, total=None)
 
         def update(done: int, total: int | None, name: str) -> None:

@@ -1,0 +1,177 @@
+"""Time `dataset add` and `detect` over 8 large traces, one after another against `--workers 2`, side by side.
+
+    python bench/workers.py [--copies 12] [--workers 2] [--repeat 1] [--keep DIR]
+    python bench/workers.py --sweep 100            # 100 small traces, one of them corrupt, --workers 2
+
+The 8 traces are real exports made longer (``bench/scaled.py``: their steps repeated, shifted in time): the
+four DDP runs of ../shared/datasets/h200-ddp/nsys and the embedded GPT-2 pair (``datasets/default``),
+at a few lengths, so that no two are the same. Each command runs as a whole process (start-up, reading,
+labelling, writing), serial and parallel in turn; the wall times, their ratio and whether both gave the
+same result are printed. The sweep checks many small traces: its progress bar (on a terminal), the corrupt
+trace reported as failed, the others added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaled import scale_nsys  # noqa: E402 - beside this script
+
+ROOT = Path(__file__).resolve().parents[1]
+NSYS = ROOT.parent / "shared" / "datasets" / "h200-ddp" / "nsys"
+DEFAULT = ROOT / "datasets" / "default"
+DDP = ("toy_ddp2_cap25", "toy_ddp2_cap2", "gpt2_ddp2_cap25", "gpt2_ddp2_cap2")
+
+
+def make_traces(out: Path, copies: int) -> list[Path]:
+    """8 distinct long traces: the 4 shared DDP exports at two lengths, the embedded pair at two more."""
+    def scaled(src: Path, dst: Path, n: int) -> None:
+        if not dst.exists():  # kept from an earlier run (--keep)
+            scale_nsys(src, dst, n)
+
+    traces = []
+    for name, n in [*((d, copies) for d in DDP), ("toy_ddp2_cap2", copies + 4), ("gpt2_ddp2_cap25", copies + 4)]:
+        traces.append(out / f"{name}_x{n}.sqlite")
+        scaled(NSYS / f"{name}.sqlite", traces[-1], n)
+    for n in (3 * copies, 3 * copies + 6):  # one run of two per-rank files, in a folder of its own
+        traces.append(out / f"gpt2-nsys_x{n}")
+        traces[-1].mkdir(exist_ok=True)
+        for src in sorted((DEFAULT / "gpt2-nsys" / "traces").glob("*.sqlite")):
+            scaled(src, traces[-1] / src.name, n)
+    return traces
+
+
+def timed(args: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall seconds, CPU seconds (the command and its workers) and the finished command."""
+    t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "traceql", *args], cwd=ROOT, capture_output=True, text=True)
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - t0, c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime, done
+
+
+def entries(root: Path) -> dict:
+    meta = json.loads((root / "dataset.json").read_text())["entries"]
+    return {k: {f: v for f, v in e.items() if f != "added"} for k, e in meta.items()}
+
+
+def same_rows(a: Path, b: Path) -> bool:
+    import polars as pl
+
+    ea, eb = entries(a), entries(b)
+    return ea == eb and all(pl.read_parquet(a / e["file"]).equals(pl.read_parquet(b / e["file"]))
+                            for e in ea.values())
+
+
+def compare(work: Path, traces: list[Path], workers: int, repeat: int) -> None:
+    baselines = ["--baseline", str(NSYS / "toy_single.sqlite"), "--baseline", str(NSYS / "gpt2_single.sqlite"),
+                 "--baseline", str(DEFAULT / "gpt2-single-nsys")]
+    rows = []
+    for what in ("dataset add", "detect"):
+        serial, parallel, same, cores = [], [], True, {}
+        for i in range(repeat):
+            outs = []
+            for extra in ([], ["--workers", str(workers)]):
+                if what == "dataset add":
+                    root = work / f"ds-{i}-{len(extra)}"
+                    shutil.rmtree(root, ignore_errors=True)
+                    seconds, cpu, done = timed(["dataset", "add", str(root), *map(str, traces), *baselines, *extra])
+                    outs.append(root)
+                else:
+                    seconds, cpu, done = timed(["detect", *map(str, traces), "--format", "json", *extra])
+                    outs.append(done.stdout)
+                cores[bool(extra)] = cpu / seconds
+                if done.returncode != 0:
+                    sys.exit(f"{what} {' '.join(extra)} failed: {done.stderr.strip() or done.stdout[-500:]}")
+                (parallel if extra else serial).append(seconds)
+            same &= same_rows(*outs) if what == "dataset add" else outs[0] == outs[1]
+        s, p = min(serial), min(parallel)
+        rows.append((f"{what} (8 traces)", s, p, s / p, cores[False], cores[True], "yes" if same else "NO"))
+    print(f"{'command':<22}{'serial s':>9}{f'--workers {workers} s':>15}{'ratio':>7}{'cores used':>13}  same")
+    for name, s, p, ratio, c1, c2, same in rows:
+        print(f"{name:<22}{s:>9.1f}{p:>15.1f}{ratio:>6.2f}x{c1:>7.1f} /{c2:>4.1f}  {same}")
+    print("cores used: CPU time / wall time of the command and its workers, serial / parallel")
+
+
+def sweep(work: Path, n: int, workers: int) -> None:
+    """n small traces (copies of the embedded rank-0 export under their own names), one of them truncated."""
+    src = next((DEFAULT / "gpt2-nsys" / "traces").glob("*rank0.sqlite"))
+    traces = [work / f"sweep{i:03d}.sqlite" for i in range(n)]
+    for t in traces:
+        shutil.copyfile(src, t)
+    bad = traces[n // 2]
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # an export whose copy did not finish
+    args = [sys.executable, "-m", "traceql", "dataset", "add", str(work / "sweep-ds"), *map(str, traces),
+            "--workers", str(workers)]
+    t0 = time.perf_counter()
+    master, slave = pty.openpty()  # a terminal for its stderr: the progress bar draws there
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=slave, text=True,
+                            env={**os.environ, "COLUMNS": "80"})
+    os.close(slave)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the other end closed: the command is done with its terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    out = proc.communicate()[0]
+    os.close(master)
+    seconds = time.perf_counter() - t0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))  # the terminal's codes
+    frames = [f for f in text.replace("\r", "\n").split("\n") if "adding" in f]
+    counts = sorted({int(m.group(1)) for f in frames if (m := re.search(rf" (\d+)/{n} ", f))})
+    print(f"sweep: {n} traces, 1 truncated, --workers {workers}: exit {proc.returncode} in {seconds:.1f} s")
+    print(f"progress bar: {len(frames)} updates drawn on the terminal; last: "
+          f"{frames[-1].strip()[:70] if frames else '(none)'}")
+    print(f"progress counts drawn: {len(counts)} distinct, from {counts[0]}/{n} to {counts[-1]}/{n}" if counts
+          else "progress: none drawn")
+    for line in out.splitlines():
+        if line.startswith(("failed:", f"{n - 1} added")) or "added, " in line:
+            print(line)
+    added = len(entries(work / "sweep-ds"))
+    print(f"entries recorded: {added} (want {n - 1}); the failed one: {bad.name}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--copies", type=int, default=12, help="how many times each trace's steps are repeated")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the fastest is kept)")
+    ap.add_argument("--sweep", type=int, default=0, help="instead: N small traces, one corrupt, --workers")
+    ap.add_argument("--keep", type=Path, help="build the traces here and keep them (default: a temp dir)")
+    args = ap.parse_args()
+    if not NSYS.is_dir():
+        sys.exit(f"needs the shared corpus: {NSYS}")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="traceql-workers-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.sweep:
+            sweep(work, args.sweep, args.workers)
+            return
+        t0 = time.perf_counter()
+        traces = make_traces(work, args.copies)
+        size = sum(f.stat().st_size for t in traces for f in ([t] if t.is_file() else t.iterdir())) / 2**20
+        print(f"8 traces ({size:,.0f} MiB, {args.copies}-{3 * args.copies + 6} copies of the steps) made in "
+              f"{time.perf_counter() - t0:.1f} s; {os.cpu_count()} CPU cores")
+        compare(work, traces, args.workers, args.repeat)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
