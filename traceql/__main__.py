@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from traceql.errors import INTERRUPTED  # light: the package itself loads it
@@ -20,6 +21,7 @@ def main() -> None:
 
         app(prog_name="traceql")
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # answered: a copy still pending must not kill the exit
         sys.stderr.write("error: interrupted\n")
         sys.exit(INTERRUPTED)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -49,6 +50,9 @@ class OneLineErrors(TyperGroup):
             code = err.exit_code
         except (typer.Abort, KeyboardInterrupt):
             code = INTERRUPTED
+        if code == INTERRUPTED:
+            # the Ctrl-C is answered: a copy still pending (DuckDB reports it too) must not kill the exit
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         if code == INTERRUPTED and not _settings["told"]:  # typer turns a Ctrl-C into a silent exit 130
             sys.stderr.write("error: interrupted\n")
         if not standalone_mode:
