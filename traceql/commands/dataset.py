@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from traceql.dataset import build as sweep
-from traceql.dataset.store import Dataset, Outcome
+from traceql.dataset.entries import Outcome
+from traceql.dataset.store import Dataset
 from traceql.parallel import Progress, check
 
 if TYPE_CHECKING:  # the analysis stack loads to label, not for `dataset build --collect-only`

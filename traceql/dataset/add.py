@@ -15,7 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from traceql.dataset.store import Dataset, Outcome, content_id
+from traceql.dataset.entries import Outcome, content_id
+from traceql.dataset.store import Dataset
 from traceql.errors import OptionError, TraceqlError
 from traceql.labelling import Baseline, Timeline, label, read_baseline, read_timeline
 from traceql.parallel import Progress, disk_bytes, iter_tasks

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traceql.dataset.store import Dataset, Outcome, remove_tree
+from traceql.dataset.entries import Outcome, remove_tree
+from traceql.dataset.store import Dataset
 from traceql.errors import CollectFailed, InputError, TraceqlError
 from traceql.parallel import Progress, check
 

@@ -21,7 +21,6 @@ them again makes the same entry: never a duplicate.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -30,7 +29,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,30 +46,8 @@ LOCK_TIMEOUT_S = 600.0  # the lock is held for a rename and a rewrite of dataset
 SHOWN = 5  # missing files named in one error line
 
 
-@dataclass
-class Outcome:
-    """What happened to one input: added, skipped (already in the dataset), collected or failed."""
-
-    name: str
-    status: str
-    rows: int = 0
-    cases: int = 0
-    time_lost_ns: int = 0
-    message: str = ""
-
-
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", str(text)) or "_"
-
-
-def content_id(paths: list[Path], extra: str = "") -> str:
-    """A short hash of files' bytes (and ``extra``): the same inputs give the same entry id."""
-    h = hashlib.sha256(extra.encode())
-    for p in sorted(paths):
-        with p.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:12]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -300,11 +276,3 @@ class Dataset:
 def _corrupt(path: Path, exc: BaseException) -> InputError:
     return InputError(f"cannot read this entry's parquet ({_first_line(exc)}); delete it and add its source again",
                       path=str(path))
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a folder this dataset made (a collection that did not finish)."""
-    for p in sorted(path.rglob("*"), reverse=True):
-        p.unlink() if p.is_file() or p.is_symlink() else p.rmdir()
-    if path.exists():
-        os.rmdir(path)
