@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,7 +27,6 @@ from analyzers.breakdown import rank_breakdown
 from analyzers.cases import rank_cases, top_signatures
 from analyzers.compat import hta_view
 from analyzers.detection.ddp import bucket_copies
-from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.features import COLUMNS, feature_table
 from analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
@@ -40,6 +39,9 @@ from traceql.model.names import with_keys, with_signature
 from traceql.sources import inputs
 from traceql.sources.ncu import read_ncu
 from traceql.trace import read_trace
+
+if TYPE_CHECKING:
+    from analyzers.detection.detector import SlowdownDetector
 
 LOW_MATCH = 0.5
 LOW_METRICS_MATCH = 0.9
@@ -243,7 +245,11 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         return _no_kernels(timeline)
     notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
         "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
-    model = detector if detector is not None else SlowdownDetector(threshold=threshold)
+    if detector is None:
+        from analyzers.detection.detector import SlowdownDetector  # scikit-learn: see traceql.commands.detect
+
+        detector = SlowdownDetector(threshold=threshold)
+    model = detector
     scored = _scored(kernels, model)
     rate = metrics_rate = None
     if baseline is not None:

@@ -3,12 +3,16 @@ the detector."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 
 from analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
-from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.features import COLUMNS
+
+if TYPE_CHECKING:  # scikit-learn takes a second to import: only when a detector is made
+    from analyzers.detection.detector import SlowdownDetector
 
 PAIRED_FACTOR = 1.2
 ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference

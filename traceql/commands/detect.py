@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from analyzers.detection.detector import SlowdownDetector
 from analyzers.detection.labels import PAIRED_FACTOR
 from traceql.commands import options
 from traceql.errors import TraceqlError
@@ -18,6 +21,9 @@ from traceql.labelling import Baseline, DetectResult, label, read_baseline, read
 from traceql.merge import merge, split_runs
 from traceql.parallel import Progress, check, disk_bytes, iter_tasks
 from traceql.sources import inputs
+
+if TYPE_CHECKING:
+    from analyzers.detection.detector import SlowdownDetector
 
 __all__ = ["DetectResult", "detect"]
 
@@ -35,8 +41,17 @@ class Labelling:
     single_trace: bool
 
 
+def _import_detector() -> None:
+    """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
+    the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
+    if "analyzers.detection.detector" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("analyzers.detection.detector",), daemon=True,
+                         name="import-detector").start()
+
+
 def label_run(paths: list[Path] | None, how: Labelling) -> DetectResult:
     """One run: its timeline read, labelled (a task of :func:`traceql.parallel.iter_tasks`)."""
+    _import_detector()
     timeline = read_timeline(paths)
     iso = how.baseline if not timeline.signatures().is_empty() else None
     return label(timeline, baseline=iso, threshold=how.threshold, top=how.top, detector=how.detector,
