@@ -165,6 +165,8 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
     import dask
     from distributed import Client, LocalCluster
 
+    from traceql.model.engine import THREADS_ENV
+
     cluster = None
     with warnings.catch_warnings():  # "port 8787 is already in use" (another cluster's): no matter here
         warnings.simplefilter("ignore")
@@ -178,7 +180,7 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
             # glibc's own malloc trimming, not Dask's 64 KiB (every large frame an mmap of its own: page faults)
             with _workers_ignore_ctrl_c(), dask.config.set({TRIM: None}):
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, env={"POLARS_MAX_THREADS": cores})
+                                       dashboard_address=None, env={"POLARS_MAX_THREADS": cores, THREADS_ENV: cores})
             client = Client(cluster)
     try:
         yield client

@@ -3,6 +3,7 @@ polars frame into it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +26,16 @@ def _extension_directory() -> str:
     return str(Path(next(iter(duckdb_ext.__path__))) / "extensions")
 
 
+THREADS_ENV = "TRACEQL_DUCKDB_THREADS"  # set in worker processes: each its share of the cores
+
+
 def connect() -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB connection able to ATTACH SQLite files, with no network access."""
+    """A fresh in-memory DuckDB connection able to ATTACH SQLite files, with no network access; it uses every
+    core, or the number in ``$TRACEQL_DUCKDB_THREADS`` (``traceql.parallel`` gives each worker its share)."""
+    threads = os.environ.get(THREADS_ENV, "").strip()
     con = duckdb.connect(
         config={
+            **({"threads": int(threads)} if threads.isdigit() and int(threads) > 0 else {}),
             "extension_directory": _extension_directory(),
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
