@@ -1,14 +1,15 @@
 """torch.profiler (Kineto) Chrome-trace JSON → the normalized model.
 
-One file per rank. Events are streamed; only GPU activity (kernels, copies, memsets), annotations and the
-trace's metadata are kept, as columns. Timestamps (µs with ns decimals) become int64 ns from their text.
+One file per rank. Only GPU activity (kernels, copies, memsets), annotations, runtime launches and the trace's
+metadata are kept, as columns: ``kineto_decode`` reads them, or ``kineto_events`` where it cannot. Timestamps
+(µs with ns decimals) become int64 ns from their text.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +22,22 @@ from traceql.model.names import collective_expr, kind_expr, short_names
 from traceql.model.schema import source_columns
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
-from traceql.sources.json_stream import stream_trace
+from traceql.sources.kineto_decode import decode
+from traceql.sources.kineto_events import GPU_INTS, stream
 from traceql.sources.ranks import rank_from_name, run_name
 
-GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
-            "memset": "memset", "cuda_sync": "sync"}
-ANNOTATION_CATS = {"user_annotation", "gpu_user_annotation"}
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 COPY_KIND = re.compile(r"^Memcpy (\w+)")
 
 
 @dataclass
 class KinetoFile:
-    """One parsed Kineto trace: its metadata and its GPU events and annotations as columns."""
+    """One parsed Kineto trace: its metadata and its GPU events, annotations and launches as frames."""
 
     path: Path
     meta: dict[str, Any]
-    gpu: dict[str, list] = field(default_factory=dict)
-    notes: dict[str, list] = field(default_factory=dict)
-    launches: dict[str, list] = field(default_factory=dict)
+    gpu: pl.DataFrame
+    notes: pl.DataFrame
+    launches: pl.DataFrame
     pid: int | None = None
 
     @property
@@ -55,60 +53,33 @@ class KinetoFile:
         return rank_from_name(self.path)
 
 
-GPU_FIELDS = ("kind", "name", "ts", "dur", "device", "stream", "correlation", "grid", "block", "registers",
-              "shared", "bytes")
-NOTE_FIELDS = ("cat", "name", "ts", "dur")
+TIMES = {"ts": pl.String, "dur": pl.String}  # ints or decimal text, both as text for _ns
+SHAPE = [f"{d}_{a}" for d in ("grid", "block") for a in "xyz"]
 
 
-def _int(value: Any) -> int | None:
-    """An integer field of an event, or None for anything else (a string, a list, a bool)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
+def _gpu(cols: dict[str, list]) -> pl.DataFrame:
+    """The GPU events' frame: kind, name, ts, dur (text), the integer fields and grid_x … block_z."""
+    if "grid" in cols:  # lists of any length from the streaming reader: their first three items
+        g = pl.DataFrame(cols, schema_overrides={**TIMES, "grid": pl.List(pl.Int64), "block": pl.List(pl.Int64),
+                                                 "name": pl.String}, strict=False)
+        return g.with_columns(pl.col(d).list.get(i, null_on_oob=True).alias(f"{d}_{a}")
+                              for d in ("grid", "block") for i, a in enumerate("xyz")).drop("grid", "block")
+    ints = {c: pl.Int64 for c in (*GPU_INTS, *SHAPE)}
+    return pl.DataFrame(cols, schema={"kind": pl.String, "name": pl.String, **TIMES, **ints}, strict=False)
 
 
 def parse(path: Path, *, cpu_run: bool = False) -> KinetoFile:
-    """Stream one trace file into a :class:`KinetoFile`; InputError/SchemaError for what cannot be used."""
-    meta: dict[str, Any] = {}
-    gpu: dict[str, list] = {f: [] for f in GPU_FIELDS}
-    notes: dict[str, list] = {f: [] for f in NOTE_FIELDS}
-    launches: dict[str, list] = {"correlation": [], "ts": []}
-    pid = None
-    cpu_events = 0
-    for ev in stream_trace(path, meta):
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
-            continue
-        cat = str(ev.get("cat", "")).lower()
-        kind = GPU_CATS.get(cat)
-        if kind is not None:
-            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-            grid, block = (v if isinstance(v, (list, tuple)) else (None,) * 3
-                           for v in (args.get("grid"), args.get("block")))
-            for f, v in zip(GPU_FIELDS, (kind, _text(ev.get("name")), ev.get("ts"), ev.get("dur", 0),
-                                         *(_int(args.get(a)) for a in ("device", "stream", "correlation")),
-                                         [_int(x) for x in grid], [_int(x) for x in block],
-                                         *(_int(args.get(a)) for a in ("registers per thread", "shared memory",
-                                                                       "bytes"))), strict=True):
-                gpu[f].append(v)
-        elif cat in ANNOTATION_CATS:
-            for f, v in zip(NOTE_FIELDS, (cat, _text(ev.get("name")), ev.get("ts"), ev.get("dur", 0)), strict=True):
-                notes[f].append(v)
-        else:
-            cpu_events += 1
-            if cat in LAUNCH_CATS and isinstance(ev.get("args"), dict) and _int(ev["args"].get("correlation")):
-                launches["correlation"].append(ev["args"]["correlation"])
-                launches["ts"].append(ev.get("ts"))
-            if pid is None and isinstance(ev.get("pid"), int) and cat == "cpu_op":
-                pid = ev["pid"]
-    if "_has_events" not in meta:
+    """Read one trace file into a :class:`KinetoFile`; InputError/SchemaError for what cannot be used."""
+    cols = decode(path) or stream(path)
+    if not cols.has_events:
         raise InputError("a JSON file, but not a Chrome/Kineto trace (no traceEvents array)", path=str(path))
-    if not gpu["kind"] and not cpu_run:
+    if not len(cols.gpu["kind"]) and not cpu_run:
         raise SchemaError(
-            f"no GPU activity in this trace ({cpu_events} CPU events): was torch.profiler run with "
+            f"no GPU activity in this trace ({cols.cpu_events} CPU events): was torch.profiler run with "
             "ProfilerActivity.CUDA?", path=str(path))
-    return KinetoFile(path, meta, gpu, notes, launches, pid)
+    notes = pl.DataFrame(cols.notes, schema_overrides=TIMES, strict=False)
+    launches = pl.DataFrame(cols.launches, schema_overrides={"ts": pl.String}, strict=False)
+    return KinetoFile(path, cols.meta, _gpu(cols.gpu), notes, launches, cols.pid)
 
 
 MAX_US = 9_000_000_000_000_000  # µs; beyond, nanoseconds leave int64
@@ -127,13 +98,22 @@ def _ns(col: str) -> pl.Expr:
     return whole * 1000 + digits.str.slice(0, 3).cast(pl.Int64, strict=False) + rounding
 
 
-def _gpu_frame(f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
-    g = pl.DataFrame(f.gpu, schema_overrides={"ts": pl.String, "dur": pl.String, "grid": pl.List(pl.Int64),
-                                              "block": pl.List(pl.Int64), "name": pl.String}, strict=False)
+def _name_classes(con: duckdb.DuckDBPyConnection, shorts: pl.DataFrame) -> pl.DataFrame:
+    """Each distinct short name's kind (comm or compute) and collective, by the model's SQL, once per name."""
+    con.register("_names", shorts.select(pl.col("short_name").unique()).to_arrow())
+    try:
+        return con.execute(f"SELECT short_name, {kind_expr('short_name')} AS name_kind, "
+                           f"{collective_expr('short_name')} AS collective FROM _names").pl()
+    finally:
+        con.unregister("_names")
+
+
+def _gpu_frame(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
+    g = f.gpu
     shorts = short_names(g["name"])
+    shorts = shorts.join(_name_classes(con, shorts), on="short_name", how="left", maintain_order="left")
     launches = (
-        pl.DataFrame(f.launches, schema_overrides={"ts": pl.String}, strict=False)
-        .select(pl.col("correlation").cast(pl.Int64, strict=False), _ns("ts").alias("launch_ns"))
+        f.launches.select(pl.col("correlation").cast(pl.Int64, strict=False), _ns("ts").alias("launch_ns"))
         .group_by("correlation").agg(pl.col("launch_ns").min())
     )
     start = _ns("ts")
@@ -153,22 +133,21 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
                  str(f.meta.get("schemaVersion", "")) or None, [rank], f.path.stat().st_size])
     con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?)", [run_id, rank, str(f.path), f.pid, rank_from])
     _annotations(con, f, run_id, rank)
-    if not f.gpu["kind"]:  # a collection on CPU: no GPU activity to load
+    if not f.gpu.height:  # a collection on CPU: no GPU activity to load
         return
-    g = _gpu_frame(f, run_id, rank)
+    g = _gpu_frame(con, f, run_id, rank)
     kernels = g.filter(pl.col("kind").is_in(["kernel", "sync"])).with_columns(
-        *(pl.col(d).list.get(i, null_on_oob=True).cast(pl.Int32, strict=False).alias(f"{d}_{a}")
-          for d in ("grid", "block") for i, a in enumerate("xyz")),
+        *(pl.col(c).cast(pl.Int32, strict=False) for c in SHAPE),
         pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
         pl.col("registers").cast(pl.Int32, strict=False),
         pl.col("shared").cast(pl.Int64, strict=False).alias("shared_mem"),
         pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
     )
-    insert_frame(con, "kernels", kernels, select=f"""
+    insert_frame(con, "kernels", kernels, select="""
         run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
         grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_mem, correlation_id,
-        CASE WHEN kind = 'sync' THEN 'sync' ELSE {kind_expr('short_name')} END,
-        CASE WHEN kind = 'kernel' AND {kind_expr('short_name')} = 'comm' THEN {collective_expr('short_name')} END,
+        CASE WHEN kind = 'sync' THEN 'sync' ELSE coalesce(name_kind, 'compute') END,
+        CASE WHEN kind = 'kernel' AND name_kind = 'comm' THEN collective END,
         launch_ns""")
     mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
         pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
@@ -188,7 +167,7 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
 
 
 def _annotations(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int) -> None:
-    notes = pl.DataFrame(f.notes, schema_overrides={"ts": pl.String, "dur": pl.String}, strict=False)
+    notes = f.notes
     if notes.height:
         start = _ns("ts")
         insert_frame(con, "nvtx", notes.select(

@@ -1,0 +1,196 @@
+"""The compiled Kineto reader: the whole document decoded by msgspec into typed structs, then columns.
+
+Each event becomes a small struct: a complete event ("ph": "X") keeps its category decoded and the fields the
+model may use as their JSON text (``msgspec.Raw``, a slice of the document); every other phase is an empty
+struct whose fields the decoder skips. Events are sorted into GPU activity, annotations and launches by
+their category code (a polars column), and only the fields of those kept are decoded, one array per field.
+
+:func:`decode` takes only what it reads exactly as ``kineto_events.stream`` does: a document that is not
+strict JSON, repeats its ``traceEvents`` key, has an event that is not an object, an unknown phase, a
+category that is not text, or a GPU field of an unexpected type gets ``None``, and the streaming reader
+then reads it (and words what is wrong with it). Floats are decoded as their text (``float_hook=str``), as
+the streaming reader keeps them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import zlib
+from operator import attrgetter
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Union
+
+import msgspec
+import polars as pl
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from traceql.sources.kineto_events import ANNOTATION_CATS, GPU_CATS, GPU_INTS, LAUNCH_CATS, META_KEYS, Columns
+
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+NULL, ZERO = Raw(b"null"), Raw(b"0")
+KEY = b'"traceEvents"'
+NUMBER_BYTES = b"0123456789.eE+-\n"  # a JSON value made of these alone is a number
+
+# category → code: the GPU kinds, the annotations' categories, launches, cpu_op, any other category, and
+# the events of another phase than "X"
+LABELS = ("kernel", "memcpy", "memset", "sync", "user_annotation", "gpu_user_annotation")
+NOTE, LAUNCH, CPU_OP, OTHER, NOT_X = 4, 6, 7, 8, 9
+CODES: dict[Any, int] = {**{c: LABELS.index(k) for c, k in GPU_CATS.items()},
+                         **{c: LABELS.index(c) for c in ANNOTATION_CATS}, **dict.fromkeys(LAUNCH_CATS, LAUNCH),
+                         "cpu_op": CPU_OP, NOT_X: NOT_X}
+# frequent categories kept by none: found as they are, with no lowercasing
+CODES |= dict.fromkeys(("python_function", "Trace", "overhead", "Kernel", "Memcpy", "Memset"), OTHER)
+
+
+class _X(Struct, gc=False, tag_field="ph", tag="X"):
+    """A complete event. The defaults are what a missing key reads as (``ev.get(key)``; ``dur`` 0)."""
+
+    cat: str | None = ""
+    name: Raw = NULL
+    ts: Raw = NULL
+    dur: Raw = ZERO
+    pid: Raw = NULL
+    args: Raw = NULL
+
+
+class _Other(Struct, gc=False):
+    cat: ClassVar[int] = NOT_X
+
+
+# every other phase of the Trace Event Format
+PHASES = "B E i I C b n e S T p F s t f P N O D M V v R c ( )".split()
+_OTHERS = tuple(type(f"_Phase{i}", (_Other,), {}, tag_field="ph", tag=ph) for i, ph in enumerate(PHASES))
+
+
+class _Trace(Struct, gc=False):
+    events: list[Union[(_X, *_OTHERS)]] | UnsetType = msgspec.field(  # type: ignore[valid-type]  # noqa: UP007
+        default=UNSET, name="traceEvents")
+    schemaVersion: Any = UNSET  # noqa: N815 - the trace's own keys
+    cupti_version: Any = UNSET
+    distributedInfo: Any = UNSET  # noqa: N815
+    deviceProperties: Any = UNSET  # noqa: N815
+
+
+class _GpuArgs(Struct, gc=False):
+    device: I64 | None = None
+    stream: I64 | None = None
+    correlation: I64 | None = None
+    grid: list[I64] | None = None
+    block: list[I64] | None = None
+    registers: I64 | None = msgspec.field(default=None, name="registers per thread")
+    shared: I64 | None = msgspec.field(default=None, name="shared memory")
+    bytes: I64 | None = None
+
+
+class _LaunchArgs(Struct, gc=False):
+    correlation: I64 | None = None
+
+
+NO_ARGS = _GpuArgs()
+_TRACE = msgspec.json.Decoder(_Trace, float_hook=str)
+_VALUES = msgspec.json.Decoder(list[Any], float_hook=str)
+_ANY = msgspec.json.Decoder(Any, float_hook=str)
+_NAMES = msgspec.json.Decoder(list[str | None])
+_GPU_ARGS = msgspec.json.Decoder(list[_GpuArgs | None])
+_LAUNCH_ARGS = msgspec.json.Decoder(list[_LaunchArgs | None])
+
+
+def decode(path: Path) -> Columns | None:
+    """The trace's columns, or None where the streaming reader must read it."""
+    data = _read(path)
+    if data is None or data.find(KEY, data.find(KEY) + 1) >= 0:  # a repeated key: each of its arrays is read
+        return None
+    try:
+        return _columns(_TRACE.decode(data))
+    except (msgspec.MsgspecError, ValueError, RecursionError):
+        return None
+
+
+def _read(path: Path) -> bytes | mmap.mmap | None:
+    """The file's bytes (mapped, or gunzipped); None when they cannot be had."""
+    try:
+        with path.open("rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                fh.seek(0)
+                return gzip.decompress(fh.read())
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, EOFError, ValueError, zlib.error):
+        return None
+
+
+def _columns(trace: _Trace) -> Columns:
+    meta = {k: v for k in META_KEYS if (v := getattr(trace, k)) is not UNSET}
+    if trace.events is UNSET:
+        return Columns(meta, has_events=False)
+    events = trace.events
+    del trace  # the events not kept go with the list
+    codes = _codes(events)
+    gpu, notes, launches = (_take(events, codes, test) for test in
+                            (pl.col("c") < NOTE, pl.col("c").is_in([NOTE, NOTE + 1]), pl.col("c") == LAUNCH))
+    cpu_events = int(codes.is_in([LAUNCH, CPU_OP, OTHER]).sum())
+    pid = None
+    for i in (codes == CPU_OP).arg_true():
+        pid = _ANY.decode(events[i].pid)
+        if isinstance(pid, int):
+            break
+        pid = None
+    labels = pl.Series(LABELS, dtype=pl.String)
+    kinds = labels.gather(codes.filter(codes < NOTE))
+    note_cats = labels.gather(codes.filter(codes.is_in([NOTE, NOTE + 1])))
+    del events, codes
+    return Columns(meta, {"kind": kinds, **_times(gpu), **_gpu_args(gpu)}, {"cat": note_cats, **_times(notes)},
+                   _launches(launches), pid, cpu_events)
+
+
+def _codes(events: list) -> pl.Series:
+    """Each event's category code; a category not found as it is gets its lowercase text's."""
+    codes = list(map(CODES.get, map(attrgetter("cat"), events)))
+    i = -1
+    try:
+        while True:
+            i = codes.index(None, i + 1)
+            codes[i] = CODES.get(str(events[i].cat).lower(), OTHER)
+    except ValueError:
+        return pl.Series("c", codes, dtype=pl.Int8)
+
+
+def _take(events: list, codes: pl.Series, test: pl.Expr) -> list[_X]:
+    return [events[i] for i in codes.to_frame().select(test.arg_true()).to_series().to_list()]
+
+
+def _array(texts: list[Raw], decoder: msgspec.json.Decoder) -> list:
+    """Decode the JSON texts of one field of many events as one array."""
+    return decoder.decode(b"[" + b",".join(texts) + b"]")  # type: ignore[arg-type]
+
+
+def _numbers(texts: list[Raw]) -> list:
+    """Values that are JSON numbers, each as its text (what the decoder gives for a float, and the text of an
+    int); other values decoded. Either way their nanoseconds are the same."""
+    joined = b"\n".join(texts)
+    if not joined.translate(None, NUMBER_BYTES):
+        return joined.decode().split("\n") if texts else []
+    return _array(texts, _VALUES)
+
+
+def _times(events: list[_X]) -> dict[str, list]:
+    return {"name": _array([e.name for e in events], _NAMES), "ts": _numbers([e.ts for e in events]),
+            "dur": _numbers([e.dur for e in events])}
+
+
+def _gpu_args(events: list[_X]) -> dict[str, Any]:
+    """The GPU events' integer fields, and their grid and block as grid_x … block_z."""
+    args = [a or NO_ARGS for a in _array([e.args for e in events], _GPU_ARGS)]
+    cols: dict[str, Any] = {f: list(map(attrgetter(f), args)) for f in GPU_INTS}
+    for name in ("grid", "block"):
+        shapes = list(map(attrgetter(name), args))
+        for i, axis in enumerate("xyz"):
+            cols[f"{name}_{axis}"] = [s[i] if s is not None and len(s) > i else None for s in shapes]
+    return cols
+
+
+def _launches(events: list[_X]) -> dict[str, list]:
+    """The runtime calls that launched something: their correlation id (not 0) and start."""
+    args = _array([e.args for e in events], _LAUNCH_ARGS)
+    keep = [i for i, a in enumerate(args) if a is not None and a.correlation]
+    return {"correlation": [args[i].correlation for i in keep], "ts": _numbers([events[i].ts for i in keep])}
