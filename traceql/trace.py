@@ -35,6 +35,20 @@ def _frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     return pl.concat(frames, rechunk=False) if frames else pl.from_arrow(reader.schema.empty_table())
 
 
+def _sorted(rel: duckdb.DuckDBPyRelation, keys: list[str]) -> pl.DataFrame:
+    """``rel`` read (:func:`_frame`) and sorted by ``keys`` (nulls last, ties in their order), one column at
+    a time: each unsorted column is let go as its sorted copy is made, so that the sort never holds two
+    copies of a wide frame."""
+    frame = _frame(rel)
+    order = frame.select(pl.arg_sort_by(keys, nulls_last=True, maintain_order=True)).to_series()
+    columns = frame.get_columns()
+    del frame
+    for i, column in enumerate(columns):
+        columns[i] = column.gather(order)
+        del column
+    return pl.DataFrame(columns)
+
+
 class _Relation:
     """A property that reads the relation of its own name as a polars DataFrame."""
 
@@ -108,9 +122,8 @@ class Trace:
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
         columns = self._columns(name) if compact else "*"
-        frame = _frame(self._con.sql(f"SELECT {columns} FROM {name}"))  # sorted here: polars sorts faster
-        return frame.sort([c.strip() for c in schema.ORDER_BY[name].split(",")], nulls_last=True,
-                          maintain_order=True)
+        rel = self._con.sql(f"SELECT {columns} FROM {name}")  # sorted after: polars sorts faster
+        return _sorted(rel, [c.strip() for c in schema.ORDER_BY[name].split(",")])
 
     def _columns(self, name: str) -> str:
         """The relation's columns, its repetitive strings (kernel names, kinds) as DuckDB ENUMs: they reach
