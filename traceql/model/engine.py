@@ -44,6 +44,7 @@ def connect() -> duckdb.DuckDBPyConnection:
             "allocator_bulk_deallocation_flush_threshold": "32MiB",
         }
     )
+    con.execute("SET enable_progress_bar = false")  # DuckDB's own bar on stderr: commands show their own
     try:
         con.execute("LOAD sqlite_scanner")
     except duckdb.Error as exc:
