@@ -98,18 +98,20 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
             out[rows] = self.score_samples(X[rows])
         return out
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Negative for slowdown cases, positive otherwise."""
+    def decision_function(self, X: Any, scores: np.ndarray | None = None) -> np.ndarray:
+        """Negative for slowdown cases, positive otherwise. ``scores``, where given, are
+        :meth:`candidate_scores` of the same rows, already computed: they are not computed again."""
         X = self._check(X)
         ratio = np.nan_to_num(X[:, RATIO], nan=-np.inf)
         above = ratio - np.log(self.threshold)
         candidates = self._candidates(X)
         in_band = candidates & (ratio >= np.log(self.band)) & (above <= 0)  # where the score decides
-        score = np.nan_to_num(self._scores(X, in_band), nan=-np.inf)  # elsewhere the ratio alone decides
+        score = self._scores(X, in_band) if scores is None else np.where(in_band, scores, np.nan)
+        score = np.nan_to_num(score, nan=-np.inf)  # elsewhere the ratio alone decides
         banded = np.minimum(ratio - np.log(self.band), self.offset_ - score)
         margin = -np.maximum(above, banded)  # negative when over the threshold, or in the band and abnormal
         return np.where(candidates, margin, np.abs(margin) + 1.0)
 
-    def predict(self, X: Any) -> np.ndarray:
-        """-1 for a slowdown case, +1 otherwise."""
-        return np.where(self.decision_function(X) < 0, -1, 1)
+    def predict(self, X: Any, scores: np.ndarray | None = None) -> np.ndarray:
+        """-1 for a slowdown case, +1 otherwise (``scores``: as in :meth:`decision_function`)."""
+        return np.where(self.decision_function(X, scores) < 0, -1, 1)

@@ -42,7 +42,8 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
 def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
     """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate),
     or none where the trace holds no reference for the kernel (never a case)."""
-    is_case = detector.predict(features.select(COLUMNS).to_numpy()) == -1
+    scores = features["score"].to_numpy() if "score" in features.columns else None  # with_scores: not again
+    is_case = detector.predict(features.select(COLUMNS).to_numpy(), scores) == -1
     has_reference = pl.col("no_reference") == 0
     return features.with_columns(
         pl.when(has_reference).then(pl.col("estimate_ns")).alias("baseline_ns"),

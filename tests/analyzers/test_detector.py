@@ -65,6 +65,11 @@ def test_the_rule_and_the_band() -> None:
     pred = det.predict(X)
     assert (pred[:10] == -1).all() and (pred[10:13] == 1).all() and (pred[13:] == 1).all()
     assert (SlowdownDetector(band=1.2).fit(X).predict(X)[5:10] == 1).all()  # without the band: not cases
+    scores = det.candidate_scores(X)
+    assert np.isnan(scores[10:13]).all() and not np.isnan(scores[:10]).any()  # judged: overlapped, a reference
+    assert (det.predict(X, scores) == pred).all()  # the scores given, not computed again: the same labels
+    wrong = np.where(np.isnan(scores), np.nan, 1.0)  # every kernel normal to the forest: the band is no case
+    assert (det.predict(X, wrong)[5:10] == 1).all() and (det.predict(X, wrong)[:5] == -1).all()
 
 
 def test_labels_are_deterministic_and_follow_the_rule() -> None:
