@@ -110,7 +110,7 @@ def _name_classes(con: duckdb.DuckDBPyConnection, shorts: pl.DataFrame) -> pl.Da
 
 def _gpu_frame(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int) -> pl.DataFrame:
     g = f.gpu
-    shorts = short_names(g["name"])
+    shorts = short_names(g["name"]).cast({"name": pl.String, "short_name": pl.String})  # typed when empty
     shorts = shorts.join(_name_classes(con, shorts), on="short_name", how="left", maintain_order="left")
     launches = (
         f.launches.select(pl.col("correlation").cast(pl.Int64, strict=False), _ns("ts").alias("launch_ns"))

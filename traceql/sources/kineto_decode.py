@@ -39,8 +39,8 @@ NOTE, LAUNCH, CPU_OP, OTHER, NOT_X = 4, 6, 7, 8, 9
 CODES: dict[Any, int] = {**{c: LABELS.index(k) for c, k in GPU_CATS.items()},
                          **{c: LABELS.index(c) for c in ANNOTATION_CATS}, **dict.fromkeys(LAUNCH_CATS, LAUNCH),
                          "cpu_op": CPU_OP, NOT_X: NOT_X}
-# frequent categories kept by none: found as they are, with no lowercasing
-CODES |= dict.fromkeys(("python_function", "Trace", "overhead", "Kernel", "Memcpy", "Memset"), OTHER)
+# frequent categories, found as they are rather than lowercased
+CODES |= {c: CODES.get(c.lower(), OTHER) for c in ("python_function", "Trace", "overhead", "cpu_instant_event")}
 
 
 class _X(Struct, gc=False, tag_field="ph", tag="X"):
