@@ -3,7 +3,8 @@
     python bench/kineto_memory.py [TRACE.json.gz] [--copies 8]
 
 Builds, in a temp folder, a trace COPIES times longer than the given real one (its events repeated with
-shifted timestamps) and measures, each in a fresh process: `traceql info` on it, and json.load of it.
+shifted timestamps) and measures, each in a fresh process: `traceql info` on it (with the compiled reader,
+then with the streaming reader alone), and json.load of it.
 """
 
 from __future__ import annotations
@@ -63,9 +64,14 @@ def main() -> None:
         raw_bytes, n = int(made[0]), int(made[1])
         print(f"trace: {n:,} events, {raw_bytes / 2**20:.0f} MiB of JSON ({big.stat().st_size / 2**20:.0f} MiB gz)")
         base, _ = peak_mib("import traceql")
-        tq, t_tq = peak_mib(f"import traceql; t = traceql.read_trace({str(big)!r}); traceql.trace_info(t)")
+        read = f"t = traceql.read_trace({str(big)!r}); traceql.trace_info(t)"
+        tq, t_tq = peak_mib(f"import traceql; {read}")
+        # the same with the streaming reader alone (what reads a trace the compiled reader hands over)
+        stream = "from traceql.sources import kineto; kineto.decode = lambda p: None"
+        st, t_st = peak_mib(f"import traceql; {stream}; {read}")
         print(f"  python + imports           {base:7.0f} MiB peak")
         print(f"  traceql read + info        {tq:7.0f} MiB peak   {t_tq:5.1f} s")
+        print(f"    streaming reader alone   {st:7.0f} MiB peak   {t_st:5.1f} s")
         js, t_js = peak_mib(f"import gzip, json; json.load(gzip.open({str(big)!r}))")
         print(f"  json.load (whole document) {js:7.0f} MiB peak   {t_js:5.1f} s")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Union
 
 import msgspec
+import numpy as np
 import polars as pl
 from msgspec import UNSET, Raw, Struct, UnsetType
 
@@ -30,6 +31,7 @@ from traceql.sources.kineto_events import ANNOTATION_CATS, GPU_CATS, GPU_INTS, L
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 NULL, ZERO = Raw(b"null"), Raw(b"0")
 KEY = b'"traceEvents"'
+CHUNK = 1 << 22
 NUMBER_BYTES = b"0123456789.eE+-\n"  # a JSON value made of these alone is a number
 
 # category → code: the GPU kinds, the annotations' categories, launches, cpu_op, any other category, and
@@ -99,22 +101,41 @@ _LAUNCH_ARGS = msgspec.json.Decoder(list[_LaunchArgs | None])
 def decode(path: Path) -> Columns | None:
     """The trace's columns, or None where the streaming reader must read it."""
     data = _read(path)
-    if data is None or data.find(KEY, data.find(KEY) + 1) >= 0:  # a repeated key: each of its arrays is read
+    if data is None:
         return None
     try:
-        return _columns(_TRACE.decode(data))
+        trace = _TRACE.decode(data)
+        # a repeated key: the streaming reader reads each of its arrays, the decoder keeps the last
+        return None if _repeated(data, trace) else _columns(trace)
     except (msgspec.MsgspecError, ValueError, RecursionError):
         return None
 
 
-def _read(path: Path) -> bytes | mmap.mmap | None:
+def _repeated(data: bytearray | mmap.mmap, trace: _Trace) -> bool:
+    """Whether the document names traceEvents twice (or as a key inside some value): searched for up to the
+    first field of the array decoded, which the last traceEvents key precedes."""
+    end = len(data)
+    first = next((e for e in trace.events if type(e) is _X), None) if trace.events is not UNSET else None
+    if first is not None:
+        base = np.frombuffer(data, np.uint8).ctypes.data
+        at = [np.frombuffer(r, np.uint8).ctypes.data - base for r in (first.name, first.ts, first.dur, first.args)]
+        end = min((a for a in at if 0 <= a < end), default=end)
+    return data.find(KEY, data.find(KEY, 0, end) + 1, end) >= 0
+
+
+def _read(path: Path) -> bytearray | mmap.mmap | None:
     """The file's bytes (mapped, or gunzipped); None when they cannot be had."""
     try:
         with path.open("rb") as fh:
             if fh.read(2) == b"\x1f\x8b":
                 fh.seek(0)
-                return gzip.decompress(fh.read())
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                data = bytearray()  # grown in place: never the whole text twice in memory
+                with gzip.open(fh) as text:
+                    while chunk := text.read(CHUNK):
+                        data += chunk
+                return data
+            populate = getattr(mmap, "MAP_POPULATE", 0)  # read ahead at once, not page by page
+            return mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
     except (OSError, EOFError, ValueError, zlib.error):
         return None
 
@@ -124,7 +145,6 @@ def _columns(trace: _Trace) -> Columns:
     if trace.events is UNSET:
         return Columns(meta, has_events=False)
     events = trace.events
-    del trace  # the events not kept go with the list
     codes = _codes(events)
     gpu, notes, launches = (_take(events, codes, test) for test in
                             (pl.col("c") < NOTE, pl.col("c").is_in([NOTE, NOTE + 1]), pl.col("c") == LAUNCH))
@@ -135,10 +155,10 @@ def _columns(trace: _Trace) -> Columns:
         if isinstance(pid, int):
             break
         pid = None
+    events.clear()  # the events not kept: their memory holds the columns
     labels = pl.Series(LABELS, dtype=pl.String)
     kinds = labels.gather(codes.filter(codes < NOTE))
     note_cats = labels.gather(codes.filter(codes.is_in([NOTE, NOTE + 1])))
-    del events, codes
     return Columns(meta, {"kind": kinds, **_times(gpu), **_gpu_args(gpu)}, {"cat": note_cats, **_times(notes)},
                    _launches(launches), pid, cpu_events)
 
@@ -160,20 +180,20 @@ def _take(events: list, codes: pl.Series, test: pl.Expr) -> list[_X]:
 
 
 def _array(texts: list[Raw], decoder: msgspec.json.Decoder) -> list:
-    """Decode the JSON texts of one field of many events as one array."""
-    return decoder.decode(b"[" + b",".join(texts) + b"]")  # type: ignore[arg-type]
+    """Decode the JSON texts of one field of many events as one array (between two nulls: one copy of them)."""
+    return decoder.decode(b",".join([b"[null", *texts, b"null]"]))[1:-1]  # type: ignore[list-item]
 
 
-def _numbers(texts: list[Raw]) -> list:
-    """Values that are JSON numbers, each as its text (what the decoder gives for a float, and the text of an
-    int); other values decoded. Either way their nanoseconds are the same."""
+def _numbers(texts: list[Raw]) -> pl.Series | list:
+    """Values that are all JSON numbers: their text (what the decoder gives for a float, and the text of an
+    int), split by polars; else the values decoded. Either way their nanoseconds are the same."""
     joined = b"\n".join(texts)
-    if not joined.translate(None, NUMBER_BYTES):
-        return joined.decode().split("\n") if texts else []
+    if texts and not joined.translate(None, NUMBER_BYTES):
+        return pl.Series([joined.decode()]).str.split("\n").explode()
     return _array(texts, _VALUES)
 
 
-def _times(events: list[_X]) -> dict[str, list]:
+def _times(events: list[_X]) -> dict[str, Any]:
     return {"name": _array([e.name for e in events], _NAMES), "ts": _numbers([e.ts for e in events]),
             "dur": _numbers([e.dur for e in events])}
 
@@ -189,7 +209,7 @@ def _gpu_args(events: list[_X]) -> dict[str, Any]:
     return cols
 
 
-def _launches(events: list[_X]) -> dict[str, list]:
+def _launches(events: list[_X]) -> dict[str, Any]:
     """The runtime calls that launched something: their correlation id (not 0) and start."""
     args = _array([e.args for e in events], _LAUNCH_ARGS)
     keep = [i for i, a in enumerate(args) if a is not None and a.correlation]
