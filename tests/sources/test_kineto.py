@@ -277,3 +277,26 @@ def test_compiled_reader_reads_any_events_as_the_streaming_reader(odd: bool, tmp
         assert_same_model(path, monkeypatch)
 
     check()
+
+
+GPU_EVENT = ('{"ph":"X","cat":"kernel","name":"k","ts":5.5,"dur":1.25,'
+             '"args":{"device":0,"stream":7,"correlation":3,"grid":[1,2,3],"block":[4,1,1]}}')
+
+
+@pytest.mark.parametrize("text", [
+    f'{{"traceEvents":[{GPU_EVENT}],"x":1,"traceEvents":[{GPU_EVENT.replace("5.5", "9.5")}]}}',
+    f'{{"distributedInfo":{{"traceEvents":1}},"traceEvents":[{GPU_EVENT}]}}',
+    f'{{"traceEvents":[{GPU_EVENT},{{"ph":"X","cat":"kernel","ts":NaN}}]}}',
+    f'{{"traceEvents":[{GPU_EVENT},5,"x",{{"ph":"X","ph":"i"}}]}} trailing',
+    f'{{"traceEvents":[{GPU_EVENT},{{"ph":"X","cat":"Kernel","name":"a\\ud800","ts":1}}]}}',
+    f'{{"traceEvents":[{GPU_EVENT}]',
+    f'\ufeff{{"traceEvents":[{GPU_EVENT}]}}',
+], ids=["repeated key", "key in a value", "NaN", "odd events, trailing text", "lone surrogate", "truncated", "BOM"])
+def test_documents_the_compiled_reader_hands_over(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What strict JSON or the compiled reader's types do not allow: read by the streaming reader, as before."""
+    from traceql.sources.kineto_decode import decode
+
+    path = tmp_path / "rank0.json"
+    path.write_text(text)
+    assert decode(path) is None
+    assert_same_model(path, monkeypatch)

@@ -9,6 +9,7 @@ nanoseconds exactly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,16 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
+    """A name as text; a lone surrogate escape ("\\ud800", not UTF-8) becomes U+FFFD, as bytes that are not
+    UTF-8 do."""
+    if value is None:
+        return None
+    text = str(value)
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def stream(path: Path) -> Columns:
