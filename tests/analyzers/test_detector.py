@@ -112,3 +112,18 @@ def test_single_trace_mean_f1_over_the_shared_pairs() -> None:
 def test_single_trace_f1_on_our_pairs(trace, iso) -> None:
     """Measured: 0.938 (embedded), 0.960 (in-run collection)."""
     assert single_trace_f1(trace, iso) >= 0.90
+
+
+def test_scores_in_row_blocks_equal_one_call() -> None:
+    """Long inputs are scored in one block of rows per core at once: the same scores, to the bit, as the
+    forest scoring every row in one call."""
+    from analyzers.detection.detector import FOREST, SCORE_BLOCK
+
+    rng = np.random.default_rng(3)
+    n = 2 * SCORE_BLOCK + 101
+    X = np.zeros((n, len(COLUMNS)))
+    X[:, COLUMNS.index("log_ratio")] = rng.normal(0.0, 0.1, n)
+    X[:, COLUMNS.index("log_duration")] = rng.uniform(5.0, 12.0, n)
+    X[:, COLUMNS.index("comm_overlap_frac")] = 1.0
+    det = SlowdownDetector(n_estimators=20).fit(X)
+    assert np.array_equal(det.score_samples(X), det.forest_.score_samples(np.nan_to_num(X[:, FOREST])))
