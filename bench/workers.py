@@ -112,6 +112,12 @@ def sweep(work: Path, n: int, workers: int) -> None:
         shutil.copyfile(src, t)
     bad = traces[n // 2]
     bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # an export whose copy did not finish
+    for ds in ("sweep-ds", "sweep-serial"):  # a kept dataset would skip the entries it has
+        shutil.rmtree(work / ds, ignore_errors=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "traceql", "dataset", "add", str(work / "sweep-serial"),
+                    *map(str, traces)], cwd=ROOT, capture_output=True)
+    serial = time.perf_counter() - t0
     args = [sys.executable, "-m", "traceql", "dataset", "add", str(work / "sweep-ds"), *map(str, traces),
             "--workers", str(workers)]
     t0 = time.perf_counter()
@@ -134,7 +140,8 @@ def sweep(work: Path, n: int, workers: int) -> None:
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.decode(errors="replace"))  # the terminal's codes
     frames = [f for f in text.replace("\r", "\n").split("\n") if "adding" in f]
     counts = sorted({int(m.group(1)) for f in frames if (m := re.search(rf" (\d+)/{n} ", f))})
-    print(f"sweep: {n} traces, 1 truncated, --workers {workers}: exit {proc.returncode} in {seconds:.1f} s")
+    print(f"sweep: {n} traces, 1 truncated: one after another {serial:.1f} s; --workers {workers}: exit "
+          f"{proc.returncode} in {seconds:.1f} s ({serial / seconds:.2f}x)")
     print(f"progress bar: {len(frames)} updates drawn on the terminal; last: "
           f"{frames[-1].strip()[:70] if frames else '(none)'}")
     print(f"progress counts drawn: {len(counts)} distinct, from {counts[0]}/{n} to {counts[-1]}/{n}" if counts

@@ -15,7 +15,6 @@ the streaming reader keeps them.
 from __future__ import annotations
 
 import gzip
-import mmap
 import zlib
 from operator import attrgetter
 from pathlib import Path
@@ -111,7 +110,7 @@ def decode(path: Path) -> Columns | None:
         return None
 
 
-def _repeated(data: bytearray | mmap.mmap, trace: _Trace) -> bool:
+def _repeated(data: bytes | bytearray, trace: _Trace) -> bool:
     """Whether the document names traceEvents twice (or as a key inside some value): searched for up to the
     first field of the array decoded, which the last traceEvents key precedes."""
     end = len(data)
@@ -123,8 +122,8 @@ def _repeated(data: bytearray | mmap.mmap, trace: _Trace) -> bool:
     return data.find(KEY, data.find(KEY, 0, end) + 1, end) >= 0
 
 
-def _read(path: Path) -> bytearray | mmap.mmap | None:
-    """The file's bytes (mapped, or gunzipped); None when they cannot be had."""
+def _read(path: Path) -> bytes | bytearray | None:
+    """The file's bytes (gunzipped where compressed); None when they cannot be had."""
     try:
         with path.open("rb") as fh:
             if fh.read(2) == b"\x1f\x8b":
@@ -134,8 +133,8 @@ def _read(path: Path) -> bytearray | mmap.mmap | None:
                     while chunk := text.read(CHUNK):
                         data += chunk
                 return data
-            populate = getattr(mmap, "MAP_POPULATE", 0)  # read ahead at once, not page by page
-            return mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+            fh.seek(0)
+            return fh.read()  # read, not mapped: a file cut short while mapped would kill the process (SIGBUS)
     except (OSError, EOFError, ValueError, zlib.error):
         return None
 
