@@ -68,6 +68,7 @@ def test_the_rule_and_the_band() -> None:
     scores = det.candidate_scores(X)
     assert np.isnan(scores[10:13]).all() and not np.isnan(scores[:10]).any()  # judged: overlapped, a reference
     assert (det.predict(X, scores) == pred).all()  # the scores given, not computed again: the same labels
+    assert (pred == np.where(det.decision_function(X) < 0, -1, 1)).all()  # candidates alone decided: the same
     wrong = np.where(np.isnan(scores), np.nan, 1.0)  # every kernel normal to the forest: the band is no case
     assert (det.predict(X, wrong)[5:10] == 1).all() and (det.predict(X, wrong)[:5] == -1).all()
 
