@@ -159,3 +159,21 @@ def test_usage_errors_are_one_line(invoke, args: list[str], phrase: str) -> None
     result = invoke(*args)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert phrase in result.stderr and "Usage:" not in result.output
+
+
+def test_a_long_capture_shows_its_ranks_in_seconds(width: int) -> None:
+    """Ranks that span 100 s or more: the per-rank table in seconds, every figure whole at 80 columns."""
+    from traceql.cli.detect import print_detect
+    from traceql.commands.detect import detect
+
+    result = detect()
+    times = ["compute_ns", "comm_ns", "idle_ns", "span_ns", "time_lost_ns"]
+    long = result.ranks.with_columns(pl.col(times) * 1000)  # the embedded run's spans, 430 ms → 430 s
+    result.ranks = long
+    with common.console.capture() as captured:
+        print_detect(result)
+    text = captured.get()
+    fits(text, width)
+    assert "(times in s)" in text and "(times in ms)" not in text
+    for r in long.iter_rows(named=True):
+        assert all(ms3(r[c] / 1000) in text for c in times)  # ns / 1e9: seconds, three decimals

@@ -71,6 +71,23 @@ def detect(
         print_detect(result)
 
 
+def _print_ranks(run_id: str, rows: Any) -> None:
+    """One run's per-rank table; a long capture's times in seconds (in ms they would not fit 80 columns)."""
+    unit, scale = ("s", 1e3) if (rows["span_ns"].max() or 0) >= LONG_SPAN_NS else ("ms", 1.0)
+
+    def t(ns: Any) -> str:
+        return num_ms(None if ns is None else ns / scale)
+
+    ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "comm", "idle", "span",
+                                                           "cases", "lost", "lost %"))
+    for r in rows.iter_rows(named=True):
+        pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
+        share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
+        ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
+                      f"{r['cases']:,}", t(r["time_lost_ns"]), share)
+    console.print(ranks)
+
+
 def print_detect(result: Any) -> None:
     """The human form of :class:`traceql.labelling.DetectResult`, laid out for 80 columns."""
     how = {"baseline": "paired labels, against the isolated run given",
@@ -84,20 +101,7 @@ def print_detect(result: Any) -> None:
     if result.metrics_match_rate is not None:
         _print_metrics(result)
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
-        # a long capture's times in seconds: in ms they would not fit 80 columns whole
-        unit, scale = ("s", 1e3) if (rows["span_ns"].max() or 0) >= LONG_SPAN_NS else ("ms", 1.0)
-
-        def t(ns: Any, scale: float = scale) -> str:
-            return num_ms(None if ns is None else ns / scale)
-
-        ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "comm", "idle", "span",
-                                                               "cases", "lost", "lost %"))
-        for r in rows.iter_rows(named=True):
-            pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
-            share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
-            ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
-                          f"{r['cases']:,}", t(r["time_lost_ns"]), share)
-        console.print(ranks)
+        _print_ranks(run_id, rows)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
                   f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")
