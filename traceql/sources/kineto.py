@@ -191,7 +191,7 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[Kin
 
 
 def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
-    """Insert Kineto traces: each run's files are parsed (streamed) and loaded as its ranks."""
+    """Insert Kineto traces: each run's files are parsed (:func:`parse`) and loaded as its ranks."""
     for run, group in by_run(files).items():
         parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
         for kf, run_id, rank, how in assign(parsed, run):
