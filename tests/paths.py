@@ -27,6 +27,7 @@ TINY = ROOT / "datasets" / "examples" / "tiny"
 SHARED = ROOT.parent / "shared" / "datasets"
 H200 = SHARED / "h200-ddp"
 NSYS = H200 / "nsys"
+KINETO_TOY = H200 / "kineto" / "toy_ddp2_cap25"  # the toy DDP run under torch.profiler, 2 ranks
 PUBLIC = SHARED / "public"
 HAVE_CORPUS = SHARED.is_dir()
 

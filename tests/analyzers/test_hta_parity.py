@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from tests.paths import ROOT, SHARED
+from tests.paths import KINETO_TOY, ROOT, SHARED
 from traceql.commands.detect import detect
 
-TOY_KINETO = SHARED / "h200-ddp" / "kineto" / "toy_ddp2_cap25"
 ORACLE = json.loads((ROOT / "tests" / "data" / "hta_oracle.json").read_text())["folders"]
 
 
@@ -33,7 +32,7 @@ def test_hta_compat_matches_hta(folder: str) -> None:
 @pytest.mark.corpus
 def test_toy_kineto_figures_of_the_dataset_readme() -> None:
     """The numbers the h200-ddp README quotes for HTA 0.5.0, through the CLI."""
-    ranks = detect(TOY_KINETO, hta_compat=True).ranks.to_dicts()
+    ranks = detect(KINETO_TOY, hta_compat=True).ranks.to_dicts()
     assert [r["comm_comp_overlap_pct"] for r in ranks] == pytest.approx([86.56, 85.79], abs=0.1)
     assert [r["idle_ns"] / 1000 for r in ranks] == pytest.approx([10867, 11047], rel=0.005)
     assert [r["compute_ns"] / 1000 for r in ranks] == pytest.approx([638270, 638070], rel=0.005)
@@ -42,8 +41,8 @@ def test_toy_kineto_figures_of_the_dataset_readme() -> None:
 
 @pytest.mark.corpus
 def test_exact_mode_differs_from_hta_only_by_its_conventions(invoke) -> None:
-    exact = json.loads(invoke("detect", TOY_KINETO, "--format", "json").stdout)["ranks"]
-    compat = json.loads(invoke("detect", TOY_KINETO, "--format", "json", "--hta-compat").stdout)["ranks"]
+    exact = json.loads(invoke("detect", KINETO_TOY, "--format", "json").stdout)["ranks"]
+    compat = json.loads(invoke("detect", KINETO_TOY, "--format", "json", "--hta-compat").stdout)["ranks"]
     for e, c in zip(exact, compat, strict=True):
         assert e["span_ns"] > c["span_ns"]  # exact mode keeps activity HTA windows out
         assert e["comm_comp_overlap_pct"] > c["comm_comp_overlap_pct"]  # HTA's µs rounding drops overlap

@@ -13,16 +13,14 @@ import pytest
 
 import traceql
 from tests.oracle import rows
-from tests.paths import H200, sha256, shared_sqlite_files
+from tests.paths import H200, KINETO_TOY, sha256, shared_sqlite_files
 from traceql.model.names import short_name
-
-TOY = H200 / "kineto" / "toy_ddp2_cap25"
 
 
 @pytest.fixture(scope="module")
 def toy() -> Path:
     """The shared toy Kineto trace; a test using it needs the ``corpus`` marker."""
-    return TOY
+    return KINETO_TOY
 
 
 def raw_events(path: Path) -> list[dict]:

@@ -9,13 +9,10 @@ from pathlib import Path
 import pytest
 
 import traceql
-from tests.paths import H200, PUBLIC, RUNS, corpus
-
-TOY = H200 / "kineto" / "toy_ddp2_cap25"
-
+from tests.paths import KINETO_TOY, PUBLIC, RUNS, corpus
 
 TABLES = ("kernels", "memcpy", "nvtx", "runs", "ranks", "gpus")
-KINETO_CORPUS = sorted(PUBLIC.glob("hta-kineto/**/*.json.gz")) + sorted(TOY.glob("*.json.gz"))
+KINETO_CORPUS = sorted(PUBLIC.glob("hta-kineto/**/*.json.gz")) + sorted(KINETO_TOY.glob("*.json.gz"))
 
 
 def model(path: Path, monkeypatch: pytest.MonkeyPatch, *, compiled: bool) -> dict[str, list] | str:

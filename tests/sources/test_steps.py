@@ -14,7 +14,7 @@ import pytest
 
 import traceql
 from tests.oracle import nsys_steps
-from tests.paths import DDP_TRACE, H200, INRUN_TRACE, NSYS, PUBLIC, SINGLE_TRACE, corpus
+from tests.paths import DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, SINGLE_TRACE, corpus
 
 NSYS_WITH_STEPS = [DDP_TRACE, SINGLE_TRACE, INRUN_TRACE] + [
     corpus(p, id=p.name) for p in [*(NSYS / f"{m}_{v}.sqlite" for m in ("toy", "gpt2")
@@ -76,7 +76,7 @@ def kineto_steps(path: Path) -> dict[tuple[int, int], int | None]:
 
 @pytest.mark.corpus
 def test_kineto_steps_are_profiler_steps() -> None:
-    path = H200 / "kineto" / "toy_ddp2_cap25"
+    path = KINETO_TOY
     want = kineto_steps(path)
     with traceql.read_trace(path) as t:
         k = t.sql("SELECT rank, correlation_id, step, step_kind FROM kernels WHERE kind <> 'sync'")
