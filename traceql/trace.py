@@ -12,10 +12,8 @@ import pyarrow.dataset  # noqa: F401 - loaded now: DuckDB imports it mid-query, 
 
 from traceql import sources
 from traceql.errors import QueryError
-from traceql.model import engine, schema, steps, validate
+from traceql.model import activities, engine, schema
 from traceql.sources import inputs
-
-BATCH_ROWS = 1 << 19
 
 
 def _query_error(exc: duckdb.Error) -> QueryError:
@@ -25,28 +23,6 @@ def _query_error(exc: duckdb.Error) -> QueryError:
     elif isinstance(exc, duckdb.PermissionException):
         first += " (SQL here reads the model alone; `traceql query ... --output FILE` saves a result)"
     return QueryError(f"SQL failed: {first}")
-
-
-def _frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
-    """A DuckDB result as a polars DataFrame, streamed in Arrow batches that polars keeps as they are: about
-    a third of the memory of converting the whole result at once."""
-    reader = rel.fetch_record_batch(BATCH_ROWS)
-    frames = [pl.from_arrow(batch, rechunk=False) for batch in reader]
-    return pl.concat(frames, rechunk=False) if frames else pl.from_arrow(reader.schema.empty_table())
-
-
-def _sorted(rel: duckdb.DuckDBPyRelation, keys: list[str]) -> pl.DataFrame:
-    """``rel`` read (:func:`_frame`) and sorted by ``keys`` (nulls last, ties in their order), one column at
-    a time: each unsorted column is let go as its sorted copy is made, so that the sort never holds two
-    copies of a wide frame."""
-    frame = _frame(rel)
-    order = frame.select(pl.arg_sort_by(keys, nulls_last=True, maintain_order=True)).to_series()
-    columns = frame.get_columns()
-    del frame
-    for i, column in enumerate(columns):
-        columns[i] = column.gather(order)
-        del column
-    return pl.DataFrame(columns)
 
 
 class _Relation:
@@ -67,8 +43,10 @@ class Trace:
     in :attr:`con`; :meth:`sql` queries them, :meth:`relation` reads one as a polars DataFrame.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path], notes: list[str] | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, paths: list[Path], notes: list[str] | None = None,
+                 frames: dict[str, pl.DataFrame] | None = None) -> None:
         self._con = con
+        self._frames = frames or {}  # the activity relations, as ``activities.finish`` left them
         self._sealed = False
         self.paths = paths
         self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
@@ -121,23 +99,11 @@ class Trace:
         self._open()
         if name not in schema.RELATIONS:
             raise QueryError(f"no relation {name!r}; the model has: {', '.join(schema.RELATIONS)}")
-        columns = self._columns(name) if compact else "*"
-        rel = self._con.sql(f"SELECT {columns} FROM {name}")  # sorted after: polars sorts faster
-        return _sorted(rel, [c.strip() for c in schema.ORDER_BY[name].split(",")])
-
-    def _columns(self, name: str) -> str:
-        """The relation's columns, its repetitive strings (kernel names, kinds) as DuckDB ENUMs: they reach
-        polars as Categorical, one dictionary instead of a string per row."""
-        cols = []
-        for col in schema.RELATIONS[name]:
-            if col in schema.CATEGORICAL.get(name, ()):
-                enum = f"_enum_{name}_{col}"
-                self._con.execute(f"CREATE OR REPLACE TYPE {enum} AS ENUM "
-                                  f"(SELECT DISTINCT {col} FROM {name} WHERE {col} IS NOT NULL ORDER BY 1)")
-                cols.append(f"{col}::{enum} AS {col}")
-            else:
-                cols.append(col)
-        return ", ".join(cols)
+        if name in self._frames:
+            rows = self._frames[name]
+            return rows if compact else rows.cast({c: pl.String for c in schema.CATEGORICAL.get(name, ())})
+        rel = self._con.sql(f"SELECT * FROM {name}")  # sorted after: polars sorts faster
+        return engine.sort(engine.frame(rel), schema.order(name))
 
     kernels = _Relation()
     memcpy = _Relation()
@@ -147,6 +113,7 @@ class Trace:
     ranks = _Relation()
 
     def close(self) -> None:
+        self._frames = {}
         self._con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
         self._con.close()
         self.closed = True
@@ -174,10 +141,10 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
     con = engine.connect()
     try:
         engine.create_relations(con)
-        notes = sources.load(con, checked)
-        notes += validate.check(con)
-        steps.attribute(con)
+        model = engine.Model(con)
+        notes = sources.load(model, checked)
+        frames, dropped = activities.finish(model)
     except BaseException:
         con.close()
         raise
-    return Trace(con, [f.path for f in checked], notes)
+    return Trace(con, [f.path for f in checked], notes + dropped, frames)

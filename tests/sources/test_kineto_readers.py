@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceql
@@ -16,8 +17,8 @@ KINETO_CORPUS = sorted(PUBLIC.glob("hta-kineto/**/*.json.gz")) + sorted(KINETO_T
 
 
 def model(path: Path, monkeypatch: pytest.MonkeyPatch, *, compiled: bool) -> dict[str, list] | str:
-    """The model tables a Kineto file or folder gives, in insertion order, or the error line it gives."""
-    from traceql.model import engine
+    """The model's relations a Kineto file or folder gives, in insertion order, or the error line it gives."""
+    from traceql.model import engine, schema
     from traceql.sources import inputs, kineto
 
     with monkeypatch.context() as m:
@@ -25,11 +26,14 @@ def model(path: Path, monkeypatch: pytest.MonkeyPatch, *, compiled: bool) -> dic
             m.setattr(kineto, "decode", lambda _path: None)
         con = engine.connect()
         engine.create_relations(con)
+        staged = engine.Model(con)
         try:
-            kineto.load(con, inputs.resolve([path]))
+            kineto.load(staged, inputs.resolve([path]))
         except traceql.TraceqlError as exc:
             return f"{type(exc).__name__}: {exc}"
-        return {t: con.sql(f"SELECT * FROM {t}").fetchall() for t in TABLES}
+        rows = {t: [r for f in staged.staged[t] for r in f.cast({c: pl.String for c in f.columns}).rows()]
+                for t in schema.ACTIVITIES}
+        return {t: rows[t] if t in rows else con.sql(f"SELECT * FROM {t}").fetchall() for t in TABLES}
 
 
 def assert_same_model(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

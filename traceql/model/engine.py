@@ -1,19 +1,20 @@
-"""The DuckDB connection every trace lives in (SQLite scanner loaded offline), and the one way to put a
-polars frame into it."""
+"""The DuckDB connection every trace lives in (SQLite scanner loaded offline), the model being read into
+it (:class:`Model`), and the one way to put a polars frame into it."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
+import numpy as np
+import polars as pl
 
 from traceql.errors import TraceqlError
 from traceql.model import schema
 
-if TYPE_CHECKING:
-    import polars as pl
+BATCH_ROWS = 1 << 19
 
 
 def _extension_directory() -> str:
@@ -63,10 +64,34 @@ def _compressed(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def create_relations(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the model's empty tables in ``con`` (compressed); sources then insert into them."""
+    """Create the model's empty tables in ``con`` (compressed), the activities' aside (:class:`Model`)."""
     _compressed(con)
     for name in schema.RELATIONS:
-        con.execute(schema.ddl(name))
+        if name not in schema.ACTIVITIES:
+            con.execute(schema.ddl(name))
+
+
+@dataclass
+class Model:
+    """A model being read: its small relations are tables in ``con``; the activities (kernels, memory
+    operations: millions of rows) are polars frames that sources add (:meth:`add`), checked, sorted and given
+    their steps once every source is in, then shown to SQL as views (``traceql.model.activities``)."""
+
+    con: duckdb.DuckDBPyConnection
+    staged: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {t: [] for t in schema.ACTIVITIES})
+
+    def add(self, table: str, frame: pl.DataFrame) -> None:
+        """Add a source's rows of one activity relation: its source columns, in order (names may be
+        Categorical)."""
+        self.staged[table].append(frame.select(schema.source_columns(table)))
+
+
+def frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """A DuckDB result as a polars DataFrame, streamed in Arrow batches that polars keeps as they are: about
+    a third of the memory of converting the whole result at once."""
+    reader = rel.fetch_record_batch(BATCH_ROWS)
+    frames = [pl.from_arrow(batch, rechunk=False) for batch in reader]
+    return pl.concat(frames, rechunk=False) if frames else pl.from_arrow(reader.schema.empty_table())
 
 
 def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *, select: str = "*",
@@ -81,6 +106,31 @@ def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *
             con.execute(f"INSERT INTO {table} {into(table)} SELECT {select} FROM _frame")
     finally:
         con.unregister("_frame")
+
+
+def _sort_keys(rows: pl.DataFrame, keys: list[str]) -> list[np.ndarray]:
+    """``keys`` as numpy arrays for ``np.lexsort`` (least significant first): numbers as they are, text as its
+    rank among the column's values, each nullable key after a flag that puts its nulls last."""
+    arrays = []
+    for key in keys:
+        col = rows[key]
+        values = col if col.dtype.is_numeric() else col.rank("dense")
+        arrays.append(values.fill_null(0).to_numpy())
+        if col.null_count():
+            arrays.append(col.is_null().to_numpy())
+    return arrays[::-1]
+
+
+def sort(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``rows`` sorted by ``keys`` (nulls last, ties in their order), one column at a time: each unsorted
+    column is let go as its sorted copy is made, so that the sort never holds two copies of a wide frame."""
+    order = pl.Series(np.lexsort(_sort_keys(rows, keys)) if rows.height else [], dtype=pl.Int64)
+    columns = rows.get_columns()
+    del rows
+    for i, column in enumerate(columns):
+        columns[i] = column.gather(order)
+        del column
+    return pl.DataFrame(columns)
 
 
 def into(table: str) -> str:

@@ -41,9 +41,11 @@ RELATIONS: dict[str, dict[str, pl.DataType]] = {
     "kernel_metric_units": {"metric": STR, "unit": STR},
 }
 
-# Long strings that repeat across rows: read into polars as Categorical (``Trace.relation``); short ones are
+# Long strings that repeat across rows: held in polars as Categorical (``Trace.relation``); short ones are
 # stored inline by polars anyway
 CATEGORICAL: dict[str, tuple[str, ...]] = {"kernels": ("name", "short_name")}
+# The relations with a row per GPU activity (millions): held as polars frames, seen by SQL as views
+ACTIVITIES = ("kernels", "memcpy")
 
 # The order every relation is read in: deterministic whatever order the engine inserted rows in.
 ORDER_BY: dict[str, str] = {
@@ -96,6 +98,11 @@ def ddl(name: str) -> str:
     return f"CREATE TABLE {name} ({cols})"
 
 
+def order(name: str) -> list[str]:
+    """The columns one relation is sorted by (``ORDER_BY``)."""
+    return [c.strip() for c in ORDER_BY[name].split(",")]
+
+
 def columns(name: str) -> list[str]:
     """The column names of one relation of the model, in order."""
     return list(RELATIONS[name])
@@ -104,6 +111,11 @@ def columns(name: str) -> list[str]:
 def source_columns(name: str) -> list[str]:
     """The columns of a relation that sources fill (the others are derived once everything is loaded)."""
     return [c for c in RELATIONS[name] if c not in DERIVED]
+
+
+def held(name: str) -> dict[str, pl.DataType]:
+    """The dtypes of an activity relation as its frame holds them: ``CATEGORICAL`` columns as Categorical."""
+    return {c: pl.Categorical if c in CATEGORICAL.get(name, ()) else t for c, t in RELATIONS[name].items()}
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:

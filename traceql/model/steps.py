@@ -10,6 +10,8 @@ already in step i+1, so GPU time never decides. Kernels launched outside every s
 from __future__ import annotations
 
 import duckdb
+import numpy as np
+import polars as pl
 
 NAMED = r"^step_([0-9]+)(_nosync)?$"
 PROFILER_STEP = r"^ProfilerStep#([0-9]+)$"
@@ -34,28 +36,39 @@ MARKS = f"""
 """
 
 
-def _attribute(con: duckdb.DuckDBPyConnection, table: str) -> None:
-    """Fill ``step``/``step_kind`` of ``table``: the latest step starting at or before the launch, when its
-    range still holds the launch. Only the rows that get a step are updated, in place."""
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _stepped AS
-        SELECT t.rowid AS row_id, s.step, s.step_kind
-        FROM (SELECT rowid, run_id, rank, launch_ns FROM {table}) t ASOF LEFT JOIN _marks s
-          ON t.run_id = s.run_id AND t.rank = s.rank AND t.launch_ns >= s.cpu_start_ns
-        WHERE t.launch_ns <= s.cpu_end_ns
-    """)
-    con.execute(f"""UPDATE {table} SET step = s.step, step_kind = s.step_kind FROM _stepped s
-                    WHERE {table}.rowid = s.row_id""")
-    con.execute("DROP TABLE _stepped")
+def _assign(rows: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (sorted by run and rank) with ``step``/``step_kind``: the latest step of the same run and rank
+    starting at or before the launch, when its range still holds the launch; found by binary search."""
+    steps, kinds, offset = [], [], 0
+    groups = rows.group_by("run_id", "rank", maintain_order=True).len()
+    by_rank = marks.partition_by("run_id", "rank", as_dict=True, maintain_order=True)
+    for run_id, rank, n in groups.iter_rows():
+        offset, start = offset + n, offset
+        mine = by_rank.get((run_id, rank))
+        if mine is None:
+            steps.append(pl.repeat(None, n, dtype=pl.Int32, eager=True))
+            kinds.append(pl.repeat(None, n, dtype=pl.String, eager=True))
+            continue
+        launch = rows["launch_ns"].slice(start, n)
+        at = np.searchsorted(mine["cpu_start_ns"].to_numpy(), launch.fill_null(0).to_numpy(), side="right") - 1
+        held = pl.Series(at >= 0) & launch.is_not_null()
+        at = pl.Series(np.maximum(at, 0))
+        held &= launch.fill_null(0) <= mine["cpu_end_ns"].gather(at)
+        steps.append(mine["step"].gather(at).zip_with(held, pl.repeat(None, n, dtype=pl.Int32, eager=True)))
+        kinds.append(mine["step_kind"].gather(at).zip_with(held, pl.repeat(None, n, dtype=pl.String, eager=True)))
+    return rows.with_columns(step=pl.concat(steps) if steps else pl.Series([], dtype=pl.Int32),
+                             step_kind=pl.concat(kinds) if kinds else pl.Series([], dtype=pl.String))
 
 
-def attribute(con: duckdb.DuckDBPyConnection) -> None:
-    """Give every kernel and memory operation its step, and fill the ``steps`` relation."""
+def attribute(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """Give every kernel and memory operation (frames sorted by run and rank) its step."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _marks AS {MARKS}")
-    if not con.execute("SELECT count(*) FROM _marks").fetchone()[0]:
-        return
-    for table in ("kernels", "memcpy"):
-        _attribute(con, table)
+    marks = con.sql("SELECT * FROM _marks ORDER BY run_id, rank, cpu_start_ns, step, step_kind").pl()
+    return {table: _assign(rows, marks) for table, rows in frames.items()}
+
+
+def fill(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the ``steps`` relation, once the activities are in the model with their steps."""
     con.execute("""
         INSERT INTO steps
         SELECT m.run_id, m.rank, m.step, m.step_kind, m.cpu_start_ns, m.cpu_end_ns, g.gpu_start_ns, g.gpu_end_ns

@@ -1,4 +1,4 @@
-"""Physical invariants of the loaded model, checked columnar once every source is in.
+"""Physical invariants of the loaded activities, checked columnar once every source is in.
 
 Rows that cannot be a GPU activity — no start or end, an end before the start — and exact duplicate rows
 are dropped, each kind with one warning naming the file, the relation, how many rows and one example. A trace
@@ -8,13 +8,15 @@ with nothing usable left, or whose kernels all last 0 ns (no durations recorded)
 from __future__ import annotations
 
 import duckdb
+import polars as pl
 
 from traceql.errors import SchemaError
+from traceql.model import schema
 
-CHECKS = [("no start or end time", "start_ns IS NULL OR end_ns IS NULL"),
-          ("an end before its start", "end_ns < start_ns")]
-IDENTITY = "run_id, rank, device, stream, start_ns, end_ns, correlation_id"
-WHAT = {"kernels": "coalesce(short_name, name, '?')", "memcpy": "coalesce(copy_kind, '?')"}
+CHECKS = [("no start or end time", pl.col("start_ns").is_null() | pl.col("end_ns").is_null()),
+          ("an end before its start", pl.col("end_ns") < pl.col("start_ns"))]
+WHAT = {"kernels": pl.coalesce(pl.col("short_name").cast(pl.String), pl.col("name").cast(pl.String), pl.lit("?")),
+        "memcpy": pl.col("copy_kind").fill_null("?")}
 
 
 def _where(con: duckdb.DuckDBPyConnection, run_id: str | None) -> str:
@@ -23,40 +25,49 @@ def _where(con: duckdb.DuckDBPyConnection, run_id: str | None) -> str:
     return ", ".join(paths) if paths else str(run_id)
 
 
-def _may_repeat(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    """Whether two rows share their place and time (which exact duplicates do): a cheap test before the
-    full comparison of every column."""
-    return bool(con.execute(f"""SELECT count(*) > count(DISTINCT ({IDENTITY})) FROM {table}""").fetchone()[0])
+def _may_repeat(rows: pl.DataFrame, table: str) -> bool:
+    """Whether two rows share their place and time (run, rank, device, stream, start, end, correlation id),
+    which exact duplicates do: sorted by those (``schema.ORDER_BY``), such rows are next to each other. A cheap
+    test before comparing every column."""
+    keys = schema.order(table)
+    before, after = rows.select(keys).slice(0, max(rows.height - 1, 0)), rows.select(keys).slice(1)
+    return bool(pl.select(pl.all_horizontal([before[c].eq_missing(after[c]) for c in keys]).any()).item())
 
 
-def _drop_invalid(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+def _drop_invalid(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     notes = []
     for why, condition in CHECKS:
-        bad = con.execute(f"""
-            SELECT run_id, count(*) AS n, any_value({WHAT[table]}) AS example,
-                   any_value(start_ns) AS s, any_value(end_ns) AS e
-            FROM {table} WHERE {condition} GROUP BY run_id ORDER BY run_id""").fetchall()
-        for run_id, n, example, s, e in bad:
+        bad = rows.filter(condition)
+        if bad.is_empty():
+            continue
+        per_run = bad.group_by("run_id", maintain_order=True).agg(
+            pl.len().alias("n"), WHAT[table].first().alias("example"), pl.col("start_ns").first().alias("s"),
+            pl.col("end_ns").first().alias("e")).sort("run_id", nulls_last=True)
+        for run_id, n, example, s, e in per_run.iter_rows():
             notes.append(f"warning: {_where(con, run_id)}: {table}: {n:,} rows dropped with {why} "
                          f"(e.g. {example}, start {s}, end {e})")
-        if bad:
-            con.execute(f"DELETE FROM {table} WHERE {condition}")
-    dup = con.execute(f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT * FROM {table})) FROM {table}"
-                      ).fetchone()[0] if _may_repeat(con, table) else 0
-    if dup:
-        example = con.execute(f"""SELECT run_id, {WHAT[table]}, start_ns FROM {table}
-                                  GROUP BY ALL HAVING count(*) > 1 LIMIT 1""").fetchone()
-        notes.append(f"warning: {_where(con, example[0])}: {table}: {dup:,} exact duplicate rows dropped "
-                     f"(e.g. {example[1]} at {example[2]})")
-        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT DISTINCT * FROM {table}")
-    return notes
+        rows = rows.filter(~condition.fill_null(False))
+    if _may_repeat(rows, table):
+        dup = rows.height - rows.n_unique()
+        if dup:
+            example = rows.filter(rows.is_duplicated()).select("run_id", WHAT[table], "start_ns").row(0)
+            notes.append(f"warning: {_where(con, example[0])}: {table}: {dup:,} exact duplicate rows dropped "
+                         f"(e.g. {example[1]} at {example[2]})")
+            rows = rows.unique(maintain_order=True)
+    return rows, notes
 
 
-def check(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Drop what cannot be an activity (warnings returned); SchemaError when no usable kernel is left."""
-    before = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
-    notes = [n for table in ("kernels", "memcpy") for n in _drop_invalid(con, table)]
-    after, longest = con.execute("SELECT count(*), max(duration_ns) FROM kernels").fetchone()
+def check(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
+                                                                                    list[str]]:
+    """The activity frames (each sorted by ``schema.ORDER_BY``) without what cannot be an activity, in the same
+    order, and the warnings; SchemaError when no usable kernel is left."""
+    before = frames["kernels"].height
+    notes = []
+    for table in ("kernels", "memcpy"):
+        frames[table], dropped = _drop_invalid(con, table, frames[table])
+        notes += dropped
+    kernels = frames["kernels"]
+    after, longest = kernels.height, kernels["duration_ns"].max()
     where = _where(con, con.execute("SELECT min(run_id) FROM runs").fetchone()[0])
     if before and not after:
         raise SchemaError(f"none of its {before:,} kernels has usable times ({notes[0].split(': ', 3)[-1]})",
@@ -64,4 +75,4 @@ def check(con: duckdb.DuckDBPyConnection) -> list[str]:
     if after and longest == 0:
         raise SchemaError(f"every one of its {after:,} kernels lasts 0 ns: the trace records no durations "
                           "(a Kineto trace without \"dur\"?)", path=where)
-    return notes
+    return frames, notes

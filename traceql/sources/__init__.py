@@ -1,6 +1,7 @@
-"""Input formats → the normalized model. One module per format; each offers ``load(con, files)``, which
-inserts its checked input files (``inputs.InputFile``, grouped into runs by their ``run``) into the model's
-tables (and may return notes for the user). :func:`load` sends every file to its format's module."""
+"""Input formats → the normalized model. One module per format; each offers ``load(model, files)``, which
+puts its checked input files (``inputs.InputFile``, grouped into runs by their ``run``) into the model
+(``engine.Model``: small relations as tables, activities as frames), and may return notes for the user.
+:func:`load` sends every file to its format's module."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import duckdb
-
+    from traceql.model.engine import Model
     from traceql.sources.inputs import InputFile
 
 # format (as ``inputs.check_file`` recognises it) → the module that reads it, in loading order
@@ -17,14 +17,14 @@ READERS = {"nsys-sqlite": "traceql.sources.nsys", "kineto-json": "traceql.source
            "ncu-csv": "traceql.sources.ncu"}
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> list[str]:
-    """Insert every checked input file into ``con``'s model tables, each through its format's reader; the
-    readers' notes (what they had to do differently) are returned."""
+def load(model: Model, files: list[InputFile]) -> list[str]:
+    """Put every checked input file into ``model``, each through its format's reader; the readers' notes
+    (what they had to do differently) are returned."""
     notes: list[str] = []
     for fmt, module in READERS.items():
         mine = [f for f in files if f.fmt == fmt]
         if mine:
-            notes += importlib.import_module(module).load(con, mine) or []
+            notes += importlib.import_module(module).load(model, mine) or []
     return notes
 
 

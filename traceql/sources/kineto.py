@@ -17,9 +17,8 @@ import duckdb
 import polars as pl
 
 from traceql.errors import InputError, SchemaError
-from traceql.model.engine import insert_frame
+from traceql.model.engine import Model, insert_frame
 from traceql.model.names import collective_expr, kind_expr, short_names
-from traceql.model.schema import source_columns
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
 from traceql.sources.kineto_decode import decode
@@ -125,8 +124,9 @@ def _gpu_frame(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
     )
 
 
-def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int, rank_from: str) -> None:
-    """Insert one parsed trace as rank ``rank`` of run ``run_id``."""
+def _load_file(model: Model, f: KinetoFile, run_id: str, rank: int, rank_from: str) -> None:
+    """Put one parsed trace into the model as rank ``rank`` of run ``run_id``."""
+    con = model.con
     cupti = f.meta.get("cupti_version")
     con.execute("INSERT INTO runs VALUES (?, 'kineto', ?, ?, ?, ?, ?)",
                 [run_id, str(f.path), f"torch.profiler (CUPTI {cupti})" if cupti else "torch.profiler",
@@ -142,13 +142,13 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
         pl.col("registers").cast(pl.Int32, strict=False),
         pl.col("shared").cast(pl.Int64, strict=False).alias("shared_mem"),
         pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
+        pl.col("name", "short_name").cast(pl.Categorical),
+        pl.when(pl.col("kind") == "sync").then(pl.lit("sync"))
+        .otherwise(pl.col("name_kind").fill_null("compute")).alias("kind"),
+        pl.when((pl.col("kind") == "kernel") & (pl.col("name_kind") == "comm")).then(pl.col("collective"))
+        .alias("collective"),
     )
-    insert_frame(con, "kernels", kernels, select="""
-        run_id, rank, device, stream, start_ns, end_ns, duration_ns, name, short_name,
-        grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_mem, correlation_id,
-        CASE WHEN kind = 'sync' THEN 'sync' ELSE coalesce(name_kind, 'compute') END,
-        CASE WHEN kind = 'kernel' AND name_kind = 'comm' THEN collective END,
-        launch_ns""")
+    model.add("kernels", kernels)
     mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
         pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
         pl.col("bytes").cast(pl.Int64, strict=False),
@@ -156,7 +156,7 @@ def _load_file(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank:
         .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
         pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
     )
-    insert_frame(con, "memcpy", mem.select(source_columns("memcpy")))
+    model.add("memcpy", mem)
     props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
     for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
         p = props.get(dev, {})
@@ -190,9 +190,9 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[Kin
     return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)]
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
-    """Insert Kineto traces: each run's files are parsed (:func:`parse`) and loaded as its ranks."""
+def load(model: Model, files: list[InputFile]) -> None:
+    """Put Kineto traces into the model: each run's files are parsed (:func:`parse`) and loaded as its ranks."""
     for run, group in by_run(files).items():
         parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
         for kf, run_id, rank, how in assign(parsed, run):
-            _load_file(con, kf, run_id, rank, how)
+            _load_file(model, kf, run_id, rank, how)

@@ -12,11 +12,10 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from traceql.errors import InputError
-from traceql.model.engine import insert_frame
+from traceql.model.engine import Model, insert_frame
 from traceql.model.names import SIGNATURE_COLUMNS, short_names
 from traceql.model.schema import columns
 from traceql.sources.inputs import InputFile
@@ -169,12 +168,12 @@ def read_ncu(path: Path) -> NcuMetrics:
     return NcuMetrics(path, page, metrics, units)
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> None:
+def load(model: Model, files: list[InputFile]) -> None:
     """Fill ``kernel_metrics``/``kernel_metric_units`` with the rows of every ncu CSV given."""
     parsed = [read_ncu(f.path) for f in files]
     base = columns("kernel_metrics")
     metrics = pl.concat([p.metrics for p in parsed], how="diagonal_relaxed")
     metrics = metrics.select(base + [c for c in metrics.columns if c not in base])
     units = pl.concat([p.units for p in parsed]).unique(subset="metric", keep="first")
-    insert_frame(con, "kernel_metrics", metrics, replace=True)
-    insert_frame(con, "kernel_metric_units", units, replace=True)
+    insert_frame(model.con, "kernel_metrics", metrics, replace=True)
+    insert_frame(model.con, "kernel_metric_units", units, replace=True)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from traceql.errors import InputError, SchemaError
-from traceql.model.engine import into, sql_literal
+from traceql.model.engine import Model, sql_literal
 from traceql.model.names import collective_expr, kind_expr
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
@@ -59,9 +60,9 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
     needs; errors name ``path``."""
     try:
         con.execute(f"ATTACH {sql_literal(str(read_from or path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
-        tables = {
+        tables = {  # from SQLite's own catalog: DuckDB's would read every attached table's columns
             r[0] for r in con.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [alias]
+                "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(read_from or path)]
             ).fetchall()
         }
     except duckdb.Error as exc:
@@ -115,40 +116,55 @@ def _read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
                         FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL""")
 
 
-def _load_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+def _rows(con: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
+    """A query's result as a polars frame, read whole: DuckDB then builds the Arrow arrays on every core."""
+    return pl.from_arrow(con.sql(query).fetch_arrow_table(), rechunk=False)
+
+
+def _load_kernels(model: Model, f: NsysFile) -> pl.DataFrame:
+    """This export's kernels, added to the model (their names as an ENUM of its strings, which reaches polars
+    as Categorical: one dictionary, not a string per kernel); returned for the devices they ran on."""
     a = f.alias
     launch, launch_join = _launches(f)
-    con.execute(f"""
-        INSERT INTO kernels {into('kernels')}
+    model.con.execute(f"CREATE OR REPLACE TYPE _strings_{a} AS ENUM "
+                      f"(SELECT DISTINCT value FROM {a}.StringIds WHERE value IS NOT NULL)")
+    kernels = _rows(model.con, f"""
         WITH names AS (  -- classified once per name, not once per kernel
-            SELECT id, value, {kind_expr('value')} AS kind,
+            SELECT id, value::_strings_{a} AS value, {kind_expr('value')} AS kind,
                    CASE WHEN {kind_expr('value')} = 'comm' THEN {collective_expr('value')} END AS collective
             FROM {a}.StringIds
         )
-        SELECT m.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start,
-               coalesce(dn.value, sn.value), sn.value, t.gridX, t.gridY, t.gridZ, t.blockX, t.blockY, t.blockZ,
-               t.registersPerThread, t.staticSharedMemory + t.dynamicSharedMemory, t.correlationId,
-               coalesce(sn.kind, 'compute'), sn.collective, {launch}
+        SELECT m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns,
+               t."end" AS end_ns, t."end" - t.start AS duration_ns, coalesce(dn.value, sn.value) AS name,
+               sn.value AS short_name, t.gridX AS grid_x, t.gridY AS grid_y, t.gridZ AS grid_z,
+               t.blockX AS block_x, t.blockY AS block_y, t.blockZ AS block_z, t.registersPerThread AS registers,
+               t.staticSharedMemory + t.dynamicSharedMemory AS shared_mem, t.correlationId AS correlation_id,
+               coalesce(sn.kind, 'compute') AS kind, sn.collective, {launch} AS launch_ns
         FROM {a}.{KERNEL_TABLE} t
         JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)
         LEFT JOIN names sn ON sn.id = t.shortName
-        LEFT JOIN {a}.StringIds dn ON dn.id = t.demangledName
+        LEFT JOIN names dn ON dn.id = t.demangledName
         {launch_join}
     """)
+    model.add("kernels", kernels)
+    return kernels
 
 
-def _load_memops(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+def _load_memops(model: Model, f: NsysFile) -> None:
     a = f.alias
     launch, launch_join = _launches(f)
     join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join}"
-    head = 'm.run_id, m.rank, t.deviceId, t.streamId, t.start, t."end", t."end" - t.start, t.bytes'
+    head = """m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns, t."end" AS end_ns,
+              t."end" - t.start AS duration_ns, t.bytes"""
+    tail = f"t.correlationId AS correlation_id, {{}} AS kind, {launch} AS launch_ns"
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
-        con.execute(f"""INSERT INTO memcpy {into('memcpy')}
-                        SELECT {head}, {_copy_kind_sql('t.copyKind')}, t.correlationId, 'memcpy', {launch}
-                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
+        model.add("memcpy", _rows(model.con, f"""
+            SELECT {head}, {_copy_kind_sql('t.copyKind')} AS copy_kind, {tail.format("'memcpy'")}
+            FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}"""))
     if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
-        con.execute(f"""INSERT INTO memcpy {into('memcpy')} SELECT {head}, 'Memset', t.correlationId, 'memset', {launch}
-                        FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}""")
+        model.add("memcpy", _rows(model.con, f"""
+            SELECT {head}, 'Memset' AS copy_kind, {tail.format("'memset'")}
+            FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}"""))
 
 
 def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
@@ -171,28 +187,32 @@ def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     """)
 
 
-def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFrame) -> None:
+    """The GPUs this export's kernels ran on, each once per run, with what the export says of them."""
     a = f.alias
-    used = f"""SELECT DISTINCT k.run_id, k.device FROM kernels k  -- this export's kernels, already loaded
-               SEMI JOIN _rankmap m ON m.alias = '{a}' AND m.run_id = k.run_id AND m.rank = k.rank"""
-    if "TARGET_INFO_GPU" in f.tables:
-        con.execute(f"""
-            INSERT INTO gpus
-            WITH info AS (SELECT * FROM {a}.TARGET_INFO_GPU QUALIFY row_number() OVER (PARTITION BY id) = 1)
-            SELECT u.run_id, u.device, g.name, g.smCount, g.totalMemory, g.memoryBandwidth, g.clockRate,
-                   g.computeMajor || '.' || g.computeMinor, g.busLocation
-            FROM ({used}) u LEFT JOIN info g ON g.id = u.device
-            WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
-        """)
-    else:  # schema 3.25 exports may lack TARGET_INFO_GPU: devices are known, their properties are not
-        con.execute(f"""
-            INSERT INTO gpus SELECT u.run_id, u.device, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM ({used}) u
-            WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
-        """)
+    con.register("_used", kernels.select("run_id", "device").unique().to_arrow())
+    try:
+        if "TARGET_INFO_GPU" in f.tables:
+            con.execute(f"""
+                INSERT INTO gpus
+                WITH info AS (SELECT * FROM {a}.TARGET_INFO_GPU QUALIFY row_number() OVER (PARTITION BY id) = 1)
+                SELECT u.run_id, u.device, g.name, g.smCount, g.totalMemory, g.memoryBandwidth, g.clockRate,
+                       g.computeMajor || '.' || g.computeMinor, g.busLocation
+                FROM _used u LEFT JOIN info g ON g.id = u.device
+                WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
+            """)
+        else:  # schema 3.25 exports may lack TARGET_INFO_GPU: devices are known, their properties are not
+            con.execute("""
+                INSERT INTO gpus SELECT u.run_id, u.device, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM _used u
+                WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
+            """)
+    finally:
+        con.unregister("_used")
 
 
-def _load_run(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
-    """Insert the attached exports of one run into the model's tables, with ranks as assigned."""
+def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
+    """Put the attached exports of one run into the model, with ranks as assigned."""
+    con = model.con
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
     con.execute("DELETE FROM _rankmap")
     by_path = {f.path: f for f in files}
@@ -213,16 +233,17 @@ def _load_run(con: duckdb.DuckDBPyConnection, files: list[NsysFile], ranks: list
         )
         try:
             _read_launches(con, f)
-            _load_kernels(con, f)
-            _load_memops(con, f)
+            kernels = _load_kernels(model, f)
+            _load_memops(model, f)
             _load_nvtx(con, f)
-            _load_gpus(con, f)
+            _load_gpus(con, f, kernels)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
+            con.execute(f"DROP TYPE IF EXISTS _strings_{f.alias}")
         except duckdb.Error as exc:
             raise _fail(f.path, exc) from exc
 
 
-def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> list[str]:
+def load(model: Model, files: list[InputFile]) -> list[str]:
     """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached. An export
     in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said."""
     notes = []
@@ -237,9 +258,9 @@ def load(con: duckdb.DuckDBPyConnection, files: list[InputFile]) -> list[str]:
                         shutil.copyfile(f.path, copy)
                         notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
                                      "so that nothing is created beside it")
-                    attached.append(attach(con, f.path, f"src{i}", read_from=copy))
-                _load_run(con, attached, assign_ranks({f.path: f.pids for f in attached}, run))
+                    attached.append(attach(model.con, f.path, f"src{i}", read_from=copy))
+                _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run))
             finally:
                 for f in attached:
-                    con.execute(f"DETACH {f.alias}")
+                    model.con.execute(f"DETACH {f.alias}")
     return notes
