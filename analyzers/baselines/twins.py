@@ -16,6 +16,7 @@ of the reference's kernels with the same key. Frames carry ``key``, ``step``, ``
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 import numpy as np
@@ -38,36 +39,60 @@ STEP = ["run_id", "rank", "step", "step_kind"]  # one step of one rank
 INPUTS = ["_row", *STEP, "key", "launch_ns", "start_ns", "duration_ns"]  # what a target frame needs
 
 
-def _steps(frame: pl.DataFrame, by: list[str], extra: list[str]) -> pl.DataFrame:
-    """One row per step of a rank: key ids, durations and ``extra`` in launch order (``by`` first)."""
+@dataclass
+class _Steps:
+    """The kernels of a frame that are in steps, in step then launch order, as arrays; ``steps`` has one row
+    per step of a rank (``by`` first) with ``offset`` and ``len``, its slice of the arrays."""
+
+    steps: pl.DataFrame
+    key_ids: np.ndarray
+    durations: np.ndarray
+    rows: np.ndarray | None
+
+    def sequence(self, i: int) -> np.ndarray:
+        return self.key_ids[self._offsets[i]:self._offsets[i] + self._lens[i]]
+
+    def slice(self, column: np.ndarray, i: int) -> np.ndarray:
+        return column[self._offsets[i]:self._offsets[i] + self._lens[i]]
+
+    def __post_init__(self) -> None:
+        self._offsets = self.steps["offset"].to_numpy()
+        self._lens = self.steps["len"].to_numpy()
+
+
+def _steps(frame: pl.DataFrame, by: list[str], *, rows: bool) -> _Steps:
     group = [*by, *(c for c in STEP if c not in by)]
-    return (frame.filter(pl.col("step").is_not_null())
-            .sort([*group, "launch_ns", "start_ns"])
-            .group_by(group, maintain_order=True)
-            .agg(pl.col("key_id"), pl.col("duration_ns"), *(pl.col(c) for c in extra)))
+    ordered = frame.filter(pl.col("step").is_not_null()).sort([*group, "launch_ns", "start_ns"])
+    steps = ordered.group_by(group, maintain_order=True).len().with_columns(
+        (pl.col("len").cum_sum() - pl.col("len")).alias("offset"))
+    return _Steps(steps, ordered["key_id"].to_numpy(), ordered["duration_ns"].cast(pl.Float64).to_numpy(),
+                  ordered["_row"].to_numpy() if rows else None)
 
 
 class _Reference:
     """The canonical step of one reference partition and each position's median duration."""
 
-    def __init__(self, steps: pl.DataFrame) -> None:
-        seqs = [tuple(s) for s in steps["key_id"].to_list()]
-        self.canonical = Counter(seqs).most_common(1)[0][0]  # ties: the earliest step
+    def __init__(self, steps: _Steps, indices: list[int]) -> None:
+        seqs = [steps.sequence(i) for i in indices]
+        counts = Counter(s.tobytes() for s in seqs)  # a step's sequence, hashed as its bytes
+        first = {}
+        for s in seqs:
+            first.setdefault(s.tobytes(), s)
+        self.canonical = tuple(first[counts.most_common(1)[0][0]].tolist())  # ties: the earliest step
+        self._cache: dict[bytes, np.ndarray] = {}
         durations = np.full((len(seqs), len(self.canonical)), np.nan)
-        aligned: dict[tuple, np.ndarray] = {}
-        for row, (seq, dur) in enumerate(zip(seqs, steps["duration_ns"].to_list(), strict=True)):
-            if seq not in aligned:
-                aligned[seq] = align(seq, self.canonical)
-            pos = aligned[seq]
+        for row, (i, seq) in enumerate(zip(indices, seqs, strict=True)):
+            pos = self.positions(seq)
             hit = pos >= 0
-            durations[row, pos[hit]] = np.asarray(dur, np.float64)[hit]
+            durations[row, pos[hit]] = steps.slice(steps.durations, i)[hit]
         self.medians = np.nanmedian(durations, axis=0)
-        self._cache: dict[tuple, np.ndarray] = {}
 
-    def positions(self, seq: tuple) -> np.ndarray:
-        if seq not in self._cache:
-            self._cache[seq] = align(seq, self.canonical)
-        return self._cache[seq]
+    def positions(self, seq: np.ndarray) -> np.ndarray:
+        """Each kernel's position in the canonical step (-1: none); identical sequences are aligned once."""
+        key = seq.tobytes()
+        if key not in self._cache:
+            self._cache[key] = align(tuple(seq.tolist()), self.canonical)
+        return self._cache[key]
 
 
 def _with_key_ids(target: pl.DataFrame, reference: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -77,12 +102,12 @@ def _with_key_ids(target: pl.DataFrame, reference: pl.DataFrame) -> tuple[pl.Dat
             reference.join(ids, on="key", how="left", maintain_order="left"))
 
 
-def _references(reference: pl.DataFrame, by: list[str]) -> dict[tuple, _Reference]:
+def _references(reference: _Steps, by: list[str]) -> dict[tuple, _Reference]:
     """The reference of each partition (its values of ``by``) that has steps."""
-    steps = _steps(reference, by, [])
-    if not by:
-        return {(): _Reference(steps)} if steps.height else {}
-    return {tuple(k): _Reference(g) for k, g in steps.group_by(by, maintain_order=True)}
+    parts: dict[tuple, list[int]] = {}
+    for i, values in enumerate(reference.steps.select(by).iter_rows() if by else [()] * reference.steps.height):
+        parts.setdefault(values, []).append(i)
+    return {part: _Reference(reference, indices) for part, indices in parts.items()}
 
 
 def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
@@ -91,21 +116,21 @@ def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] 
     by = by or []
     needed = list(dict.fromkeys([*by, *STEP, "key", "launch_ns", "start_ns", "duration_ns"]))
     target, reference = _with_key_ids(target.select(*needed, "_row"), reference.select(needed))
-    refs = _references(reference, by)
-    rows, positions, baselines = [], [], []
-    for step in _steps(target, by, ["_row"]).iter_rows(named=True):
-        ref = refs.get(tuple(step[c] for c in by))
-        seq = tuple(step["key_id"])
-        pos = ref.positions(seq) if ref is not None else np.full(len(seq), -1, np.int64)
-        rows.append(np.asarray(step["_row"], np.int64))
+    refs = _references(_steps(reference, by, rows=False), by)
+    mine = _steps(target, by, rows=True)
+    positions, baselines = [], []
+    parts = mine.steps.select(by).iter_rows() if by else [()] * mine.steps.height
+    for i, part in enumerate(parts):
+        ref, n = refs.get(part), mine.steps["len"][i]
+        pos = ref.positions(mine.sequence(i)) if ref is not None else np.full(n, -1, np.int64)
         positions.append(pos)
         baselines.append(np.where(pos >= 0, ref.medians[np.maximum(pos, 0)], np.nan) if ref is not None
-                         else np.full(len(seq), np.nan))
-    if not rows:
+                         else np.full(n, np.nan))
+    if not positions:
         return pl.DataFrame(schema=OUT_SCHEMA)
     pos = np.concatenate(positions)
     twin = pl.col("twin_pos") >= 0
-    return pl.DataFrame({"_row": np.concatenate(rows), "twin_pos": pos}).with_columns(
+    return pl.DataFrame({"_row": mine.rows, "twin_pos": pos}).with_columns(
         pl.col("_row").cast(pl.UInt32),
         pl.Series("baseline_ns", np.concatenate(baselines)).fill_nan(None),
         pl.when(twin).then(pl.lit(TWIN)).otherwise(pl.lit(NONE)).alias("baseline_kind"),

@@ -14,6 +14,7 @@ none (no steps, and no unoverlapped instance of its key) has no estimate: ``esti
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from analyzers.baselines.twins import twin_baselines
@@ -24,11 +25,13 @@ MOSTLY_CLEAN = 0.5  # a position instance overlapped less than this is a fair re
 def self_positions(kernels: pl.DataFrame) -> pl.Series:
     """``position``, for each row of ``kernels``: its place in the trace's canonical step (null outside the
     steps)."""
+    none = pl.repeat(None, kernels.height, dtype=pl.Int64, eager=True).alias("position")
     if kernels["step"].is_null().all():
-        return pl.Series("position", [None] * kernels.height, pl.Int64)
+        return none
     aligned = twin_baselines(kernels, kernels)
-    return kernels.select("_row").join(aligned.select("_row", pl.col("twin_pos").alias("position")), on="_row",
-                                       how="left", maintain_order="left")["position"]
+    order = kernels["_row"].arg_sort().to_numpy()  # row ids are unique: each aligned row is found by search
+    at = order[np.searchsorted(kernels["_row"].to_numpy()[order], aligned["_row"].to_numpy())]
+    return none.scatter(at, aligned["twin_pos"])
 
 
 def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
