@@ -115,9 +115,10 @@ def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] 
     ``none`` when nothing of the reference partition (the same values of ``by``) aligns with them."""
     by = by or []
     needed = list(dict.fromkeys([*by, *STEP, "key", "launch_ns", "start_ns", "duration_ns"]))
+    itself = target is reference  # a trace aligned with its own steps: they are gathered once
     target, reference = _with_key_ids(target.select(*needed, "_row"), reference.select(needed))
-    refs = _references(_steps(reference, by, rows=False), by)
     mine = _steps(target, by, rows=True)
+    refs = _references(mine if itself else _steps(reference, by, rows=False), by)
     positions, baselines = [], []
     parts = mine.steps.select(by).iter_rows() if by else [()] * mine.steps.height
     for i, part in enumerate(parts):
