@@ -98,8 +98,9 @@ class _Reference:
 def _with_key_ids(target: pl.DataFrame, reference: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     keys = pl.concat([target["key"], reference["key"]]).unique(maintain_order=True)
     ids = pl.DataFrame({"key": keys, "key_id": pl.int_range(len(keys), dtype=pl.Int64, eager=True)})
-    return (target.join(ids, on="key", how="left", maintain_order="left"),
-            reference.join(ids, on="key", how="left", maintain_order="left"))
+    # a kernel with no key (its name or shape unknown) has an id too: such kernels align with each other
+    return (target.join(ids, on="key", how="left", maintain_order="left", nulls_equal=True),
+            reference.join(ids, on="key", how="left", maintain_order="left", nulls_equal=True))
 
 
 def _references(reference: _Steps, by: list[str]) -> dict[tuple, _Reference]:

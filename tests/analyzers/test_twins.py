@@ -36,6 +36,14 @@ def test_an_extra_kernel_has_no_twin_and_positions_take_the_median() -> None:
     assert got["twin_pos"].to_list() == [0, None, 1, 2]
 
 
+def test_kernels_without_a_key_align_with_each_other() -> None:
+    """A kernel whose name or shape is unknown (no key) still has its place in the step."""
+    reference = pl.concat([frame(["a", None, "c"], [10, 20, 30], step=s) for s in range(2)])
+    target = frame(["a", None, "c"], [12, 25, 31]).with_row_index("_row")
+    got = reference_baselines(target, reference).sort("_row")
+    assert got["twin_pos"].to_list() == [0, 1, 2] and got["baseline_ns"].to_list() == [10.0, 20.0, 30.0]
+
+
 def test_the_reference_is_per_rank_when_asked() -> None:
     reference = pl.concat([frame(["a"], [10], rank=0, kind="isolated"), frame(["a"], [50], rank=1, kind="isolated")])
     target = pl.concat([frame(["a"], [12], rank=0), frame(["a"], [55], rank=1)]).with_row_index("_row")
