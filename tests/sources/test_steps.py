@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
+import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 import traceql
 from tests.oracle import nsys_steps
-from tests.paths import DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, SINGLE_TRACE, corpus
+from tests.paths import DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, SINGLE_FILE, SINGLE_TRACE, corpus
 
 NSYS_WITH_STEPS = [DDP_TRACE, SINGLE_TRACE, INRUN_TRACE] + [
     corpus(p, id=p.name) for p in [*(NSYS / f"{m}_{v}.sqlite" for m in ("toy", "gpt2")
@@ -91,3 +93,22 @@ def test_a_trace_without_step_ranges_has_no_steps() -> None:
     with traceql.read_trace(PUBLIC / "nsysai-h100" / "h100_2gpu_1s.sqlite") as t:
         assert t.sql("SELECT count(*) FROM nvtx").item() > 10_000
         assert t.sql("SELECT count(step) FROM kernels").item() == 0 and t.relation("steps").is_empty()
+
+
+def test_a_run_without_steps_beside_one_with_them(tmp_path: Path) -> None:
+    """Read together, the run whose annotations were removed gets no steps, and the other run's kernels keep
+    exactly the steps they have when read alone."""
+    bare = tmp_path / "a_no_steps.sqlite"  # its run sorts first: the other run's rows come after it
+    shutil.copyfile(SINGLE_FILE, bare)
+    with sqlite3.connect(bare) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+    with traceql.read_trace(SINGLE_FILE) as t:
+        alone = t.kernels.select("correlation_id", "step", "step_kind")
+    with traceql.read_trace([bare, SINGLE_FILE]) as t:
+        both = t.kernels
+        runs = both["run_id"].unique().sort().to_list()
+    assert len(runs) == 2 and alone["step"].is_not_null().sum() > 1000
+    theirs = both.filter(pl.col("run_id") == SINGLE_FILE.stem).select(alone.columns)
+    assert theirs.equals(alone)
+    assert both.filter(pl.col("run_id") == "a_no_steps").select(pl.col("step", "step_kind").null_count()).row(0) \
+        == (alone.height, alone.height)
