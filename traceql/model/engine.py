@@ -110,11 +110,11 @@ def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *
 
 def _sort_keys(rows: pl.DataFrame, keys: list[str]) -> list[np.ndarray]:
     """``keys`` as numpy arrays for ``np.lexsort`` (least significant first): numbers as they are, text as its
-    rank among the column's values, each nullable key after a flag that puts its nulls last."""
+    place among the column's distinct values, each nullable key after a flag that puts its nulls last."""
     arrays = []
     for key in keys:
         col = rows[key]
-        values = col if col.dtype.is_numeric() else col.rank("dense")
+        values = col if col.dtype.is_numeric() else col.unique().sort(nulls_last=True).search_sorted(col)
         arrays.append(values.fill_null(0).to_numpy())
         if col.null_count():
             arrays.append(col.is_null().to_numpy())
@@ -128,7 +128,7 @@ def sort(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     columns = rows.get_columns()
     del rows
     for i, column in enumerate(columns):
-        columns[i] = column.gather(order)
+        columns[i] = column.gather(order)  # (rechunked first it gathers faster, but peaks 1/4 higher)
         del column
     return pl.DataFrame(columns)
 

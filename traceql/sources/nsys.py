@@ -32,7 +32,8 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
 
 @dataclass
 class NsysFile:
-    """One attached export: its DuckDB alias, its tables and what its metadata says."""
+    """One attached export: its DuckDB alias, its tables, what its metadata says and the processes that ran
+    kernels (``pids``: known once its kernels are read, :func:`_read_kernels`)."""
 
     path: Path
     alias: str
@@ -80,18 +81,9 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
         )
     try:
         info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
-        pids = [r[0] for r in con.execute(
-            f"SELECT DISTINCT coalesce(globalPid, 0) AS p FROM {alias}.{KERNEL_TABLE} ORDER BY p"
-        ).fetchall()]
     except duckdb.Error as exc:
         raise _fail(path, exc) from exc
-    if not pids:
-        raise SchemaError(
-            f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
-            "(cudaProfilerStart / --capture-range) before the program exited?",
-            path=str(path),
-        )
-    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"), pids)
+    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"), [])
 
 
 def _copy_kind_sql(col: str) -> str:
@@ -121,31 +113,54 @@ def _rows(con: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
     return pl.from_arrow(con.sql(query).fetch_arrow_table(), rechunk=False)
 
 
-def _load_kernels(model: Model, f: NsysFile) -> pl.DataFrame:
-    """This export's kernels, added to the model (their names as an ENUM of its strings, which reaches polars
-    as Categorical: one dictionary, not a string per kernel); returned for the devices they ran on."""
+def _read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> pl.DataFrame:
+    """This export's kernels with their process (``pid``), names as an ENUM of its strings (which reaches
+    polars as Categorical: one dictionary, not a string per kernel) and launching call; ``f.pids`` set to the
+    processes that ran kernels. SchemaError when it has none."""
     a = f.alias
     launch, launch_join = _launches(f)
-    model.con.execute(f"CREATE OR REPLACE TYPE _strings_{a} AS ENUM "
-                      f"(SELECT DISTINCT value FROM {a}.StringIds WHERE value IS NOT NULL)")
-    kernels = _rows(model.con, f"""
-        WITH names AS (  -- classified once per name, not once per kernel
-            SELECT id, value::_strings_{a} AS value, {kind_expr('value')} AS kind,
-                   CASE WHEN {kind_expr('value')} = 'comm' THEN {collective_expr('value')} END AS collective
-            FROM {a}.StringIds
+    try:
+        _read_launches(con, f)
+        con.execute(f"CREATE OR REPLACE TYPE _strings_{a} AS ENUM "
+                    f"(SELECT DISTINCT value FROM {a}.StringIds WHERE value IS NOT NULL)")
+        kernels = _rows(con, f"""
+            WITH names AS (  -- classified once per name, not once per kernel
+                SELECT id, value::_strings_{a} AS value, {kind_expr('value')} AS kind,
+                       CASE WHEN {kind_expr('value')} = 'comm' THEN {collective_expr('value')} END AS collective
+                FROM {a}.StringIds
+            )
+            SELECT coalesce(t.globalPid, 0) AS pid, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns,
+                   t."end" AS end_ns, t."end" - t.start AS duration_ns, coalesce(dn.value, sn.value) AS name,
+                   sn.value AS short_name, t.gridX AS grid_x, t.gridY AS grid_y, t.gridZ AS grid_z,
+                   t.blockX AS block_x, t.blockY AS block_y, t.blockZ AS block_z,
+                   t.registersPerThread AS registers, t.staticSharedMemory + t.dynamicSharedMemory AS shared_mem,
+                   t.correlationId AS correlation_id, coalesce(sn.kind, 'compute') AS kind, sn.collective,
+                   {launch} AS launch_ns
+            FROM {a}.{KERNEL_TABLE} t
+            LEFT JOIN names sn ON sn.id = t.shortName
+            LEFT JOIN names dn ON dn.id = t.demangledName
+            {launch_join}
+        """)
+    except duckdb.Error as exc:
+        raise _fail(f.path, exc) from exc
+    f.pids = kernels["pid"].unique().sort().to_list()
+    if not f.pids:
+        raise SchemaError(
+            f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
+            "(cudaProfilerStart / --capture-range) before the program exited?",
+            path=str(f.path),
         )
-        SELECT m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns,
-               t."end" AS end_ns, t."end" - t.start AS duration_ns, coalesce(dn.value, sn.value) AS name,
-               sn.value AS short_name, t.gridX AS grid_x, t.gridY AS grid_y, t.gridZ AS grid_z,
-               t.blockX AS block_x, t.blockY AS block_y, t.blockZ AS block_z, t.registersPerThread AS registers,
-               t.staticSharedMemory + t.dynamicSharedMemory AS shared_mem, t.correlationId AS correlation_id,
-               coalesce(sn.kind, 'compute') AS kind, sn.collective, {launch} AS launch_ns
-        FROM {a}.{KERNEL_TABLE} t
-        JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)
-        LEFT JOIN names sn ON sn.id = t.shortName
-        LEFT JOIN names dn ON dn.id = t.demangledName
-        {launch_join}
-    """)
+    return kernels
+
+
+def _load_kernels(model: Model, f: NsysFile, kernels: pl.DataFrame, ranks: list[RankAssignment]) -> pl.DataFrame:
+    """Add this export's kernels (:func:`_read_kernels`) to the model as their processes' ranks; returned
+    for the devices they ran on."""
+    mine = [r for r in ranks if r.path == f.path]
+    pids = [r.pid for r in mine]  # new columns only: the kernel frame itself is not copied
+    kernels = kernels.with_columns(
+        pl.col("pid").replace_strict(pids, [r.run_id for r in mine], return_dtype=pl.String).alias("run_id"),
+        pl.col("pid").replace_strict(pids, [r.rank for r in mine], return_dtype=pl.Int32).alias("rank"))
     model.add("kernels", kernels)
     return kernels
 
@@ -190,7 +205,7 @@ def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
 def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFrame) -> None:
     """The GPUs this export's kernels ran on, each once per run, with what the export says of them."""
     a = f.alias
-    con.register("_used", kernels.select("run_id", "device").unique().to_arrow())
+    con.register("_used", kernels.group_by("run_id", "device").len().drop("len").to_arrow())
     try:
         if "TARGET_INFO_GPU" in f.tables:
             con.execute(f"""
@@ -210,8 +225,10 @@ def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFram
         con.unregister("_used")
 
 
-def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment]) -> None:
-    """Put the attached exports of one run into the model, with ranks as assigned."""
+def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
+              kernels: dict[str, pl.DataFrame]) -> None:
+    """Put the attached exports of one run (their kernels already read, by alias) into the model, with
+    ranks as assigned."""
     con = model.con
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
     con.execute("DELETE FROM _rankmap")
@@ -232,11 +249,10 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment]) 
              sorted(r.rank for r in mine), f.path.stat().st_size],
         )
         try:
-            _read_launches(con, f)
-            kernels = _load_kernels(model, f)
+            ranked = _load_kernels(model, f, kernels.pop(f.alias), ranks)
             _load_memops(model, f)
             _load_nvtx(con, f)
-            _load_gpus(con, f, kernels)
+            _load_gpus(con, f, ranked)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
             con.execute(f"DROP TYPE IF EXISTS _strings_{f.alias}")
         except duckdb.Error as exc:
@@ -249,7 +265,7 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
     notes = []
     with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
         for run, group in by_run(files).items():
-            attached = []
+            attached, kernels = [], {}
             try:
                 for i, f in enumerate(group):
                     copy = None
@@ -259,7 +275,8 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
                         notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
                                      "so that nothing is created beside it")
                     attached.append(attach(model.con, f.path, f"src{i}", read_from=copy))
-                _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run))
+                    kernels[attached[-1].alias] = _read_kernels(model.con, attached[-1])
+                _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run), kernels)
             finally:
                 for f in attached:
                     model.con.execute(f"DETACH {f.alias}")
