@@ -10,10 +10,10 @@ CATEGORIES = ("slowed", "compute", "communication", "memory")  # drawing order: 
 def step_cost(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
     """Per (run_id, rank, step) of the normal steps: its GPU time (first start to last end of what it
     launched), cases and time lost."""
-    cols = ["run_id", "rank", "step", "step_kind", "start_ns", "end_ns"]
-    activity = pl.concat([kernels.select(cols), memops.select(cols)]).filter(pl.col("step_kind") == "sync")
-    span = activity.group_by("run_id", "rank", "step").agg(
-        (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
+    step = ["run_id", "rank", "step"]
+    ends = [frame.filter(pl.col("step_kind") == "sync").group_by(step).agg(  # each frame on its own: not copied
+        pl.col("start_ns").min(), pl.col("end_ns").max()) for frame in (kernels, memops)]
+    span = pl.concat(ends).group_by(step).agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
     lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
     cases = labelled.filter(pl.col("step_kind") == "sync").group_by("run_id", "rank", "step").agg(
         pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
