@@ -49,9 +49,6 @@ class _Steps:
     durations: np.ndarray
     rows: np.ndarray | None
 
-    def sequence(self, i: int) -> np.ndarray:
-        return self.key_ids[self._offsets[i]:self._offsets[i] + self._lens[i]]
-
     def slice(self, column: np.ndarray, i: int) -> np.ndarray:
         return column[self._offsets[i]:self._offsets[i] + self._lens[i]]
 
@@ -73,12 +70,10 @@ class _Reference:
     """The canonical step of one reference partition and each position's median duration."""
 
     def __init__(self, steps: _Steps, indices: list[int]) -> None:
-        seqs = [steps.sequence(i) for i in indices]
+        seqs = [steps.slice(steps.key_ids, i) for i in indices]
         counts = Counter(s.tobytes() for s in seqs)  # a step's sequence, hashed as its bytes
-        first = {}
-        for s in seqs:
-            first.setdefault(s.tobytes(), s)
-        self.canonical = tuple(first[counts.most_common(1)[0][0]].tolist())  # ties: the earliest step
+        canonical = counts.most_common(1)[0][0]  # ties: the earliest step
+        self.canonical = tuple(np.frombuffer(canonical, seqs[0].dtype).tolist())
         self._cache: dict[bytes, np.ndarray] = {}
         durations = np.full((len(seqs), len(self.canonical)), np.nan)
         for row, (i, seq) in enumerate(zip(indices, seqs, strict=True)):
@@ -124,7 +119,7 @@ def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] 
     parts = mine.steps.select(by).iter_rows() if by else [()] * mine.steps.height
     for i, part in enumerate(parts):
         ref, n = refs.get(part), mine.steps["len"][i]
-        pos = ref.positions(mine.sequence(i)) if ref is not None else np.full(n, -1, np.int64)
+        pos = ref.positions(mine.slice(mine.key_ids, i)) if ref is not None else np.full(n, -1, np.int64)
         positions.append(pos)
         baselines.append(np.where(pos >= 0, ref.medians[np.maximum(pos, 0)], np.nan) if ref is not None
                          else np.full(n, np.nan))
