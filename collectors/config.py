@@ -17,6 +17,9 @@ from collectors.errors import CollectError
 FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
 LOCAL_KEYS: dict[str, tuple[type, ...]] = {"world_size": (int,), "cap_size": (int, float), "epochs": (int,),
                                            "batchsize": (int,)}
+# optional: one rank sleeps at the start of chosen window steps (``step_<i>``), making it the straggler the
+# others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
+OPTIONAL_LOCAL_KEYS = ("straggler",)
 GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
 
 
@@ -60,9 +63,10 @@ def _check_define_model(path: Path) -> None:
 
 def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
     """Validate local_config values (also used for overrides)."""
-    unknown = set(config) - set(LOCAL_KEYS)
+    unknown = set(config) - set(LOCAL_KEYS) - set(OPTIONAL_LOCAL_KEYS)
     if unknown:
-        raise CollectError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(LOCAL_KEYS)}")
+        raise CollectError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
+                           f"allowed: {', '.join((*LOCAL_KEYS, *OPTIONAL_LOCAL_KEYS))}")
     for key, types in LOCAL_KEYS.items():
         if key not in config:
             raise CollectError(f"{where}: missing key {key!r}")
@@ -72,7 +76,25 @@ def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
             raise CollectError(f"{where}: {key} must be {kind}, got {json.dumps(value)}")
         if value <= 0:
             raise CollectError(f"{where}: {key} must be positive, got {value}")
+    if "straggler" in config:
+        check_straggler(config["straggler"], config["world_size"], where)
     return config
+
+
+def check_straggler(value: Any, world: int, where: str) -> None:
+    """The ``straggler`` option: ``{"rank": R, "steps": [i, ...], "sleep_ms": M}``, R a rank of the run."""
+    shape = 'straggler must be {"rank": R, "steps": [i, ...], "sleep_ms": M}'
+    if not isinstance(value, dict) or set(value) != {"rank", "steps", "sleep_ms"}:
+        raise CollectError(f"{where}: {shape}, got {json.dumps(value)}")
+    rank, steps, ms = value["rank"], value["steps"], value["sleep_ms"]
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
+        raise CollectError(f"{where}: straggler rank must be a rank of the run (0..{world - 1}), "
+                           f"got {json.dumps(rank)}")
+    if not isinstance(steps, list) or not steps or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in steps):
+        raise CollectError(f"{where}: straggler steps must be a list of step numbers, got {json.dumps(steps)}")
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms <= 0:
+        raise CollectError(f"{where}: straggler sleep_ms must be a positive number, got {json.dumps(ms)}")
 
 
 def load_input(folder: str | Path, overrides: dict[str, Any] | None = None) -> InputSpec:

@@ -160,6 +160,12 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
         write_json(path, result)
 
 
+def straggler(text: str) -> tuple[int, frozenset[int], float]:
+    """``--straggler 1:2,4:40`` as (rank, steps, sleep in ms)."""
+    rank, steps, ms = text.split(":")
+    return int(rank), frozenset(int(i) for i in steps.split(",")), float(ms)
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m collectors.driver")
     ap.add_argument("--input", default=".")
@@ -173,6 +179,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--epochs", type=int, required=True)
     ap.add_argument("--batchsize", type=int, required=True)
     ap.add_argument("--cap-size", type=float, required=True)
+    ap.add_argument("--straggler", type=straggler, default=None,
+                    help="RANK:STEPS:MS: rank RANK sleeps MS ms at the start of window steps STEPS (1,3)")
     for name, default in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1), ("skip-first", 0)):
         ap.add_argument(f"--torch-{name}", type=int, default=default)
     return ap.parse_args(argv)

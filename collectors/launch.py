@@ -83,7 +83,16 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
             "--run-name", run.name, "--profiler", opts.name, "--profile-ranks", ",".join(map(str, profile_ranks)),
             "--device", lopts.device, "--window-steps", str(opts.window_steps), "--isolated-steps", str(isolated),
             "--epochs", str(local["epochs"]),
-            "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args]
+            "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args,
+            *straggler_args(local.get("straggler"))]
+
+
+def straggler_args(straggler: dict[str, Any] | None) -> list[str]:
+    """The driver's ``--straggler RANK:STEPS:MS`` for local_config's ``straggler`` (none without it)."""
+    if not straggler:
+        return []
+    steps = ",".join(str(i) for i in straggler["steps"])
+    return ["--straggler", f"{straggler['rank']}:{steps}:{straggler['sleep_ms']}"]
 
 
 def _launcher_command(python: str, spec: InputSpec, lopts: LaunchOptions, launch_json: Path) -> list[str]:

@@ -42,6 +42,8 @@ class Window:
         self.times: list[dict[str, Any]] = []
         self.run_dir = Path(args.run)
         self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
+        lag = getattr(args, "straggler", None)
+        self.sleeps = (lag[1], lag[2] / 1e3) if lag and lag[0] == rank else (frozenset(), 0.0)
         mine = rank in args.profile_ranks  # with --profiler none too: the cost of isolated steps, unprofiled
         self.isolated_at = isolated_positions(args, self.start, self.count) if mine else set()
 
@@ -126,6 +128,8 @@ class Window:
             self._begin()
         t0 = time.perf_counter()
         with self._marked(f"step_{index}" if inside else f"epoch{epoch}_step_{index}"):
+            if inside and index in self.sleeps[0]:  # the injected straggler: its step starts late
+                time.sleep(self.sleeps[1])
             yield
         self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": inside})
         if inside and self.prof is not None:
