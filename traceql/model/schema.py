@@ -21,7 +21,9 @@ _ACTIVITY = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns
 RELATIONS: dict[str, dict[str, pl.DataType]] = {
     "runs": {"run_id": STR, "source": STR, "path": STR, "tool_version": STR, "schema_version": STR,
              "ranks": pl.List(I32), "file_bytes": I64},
-    "ranks": {"run_id": STR, "rank": I32, "path": STR, "pid": I64, "rank_from": STR},
+    # clock_offset_ns: added to the rank's times, they are on the run's common clock (per-rank nsys exports each
+    # count from their own session's start)
+    "ranks": {"run_id": STR, "rank": I32, "path": STR, "pid": I64, "rank_from": STR, "clock_offset_ns": I64},
     "kernels": {**_ACTIVITY, "name": STR, "short_name": STR, **_KERNEL_SHAPE, "registers": I32, "shared_mem": I64,
                 "correlation_id": I64, "kind": STR, "collective": STR, "launch_ns": I64, **_STEP},
     "memcpy": {**_ACTIVITY, "bytes": I64, "copy_kind": STR, "correlation_id": I64, "kind": STR, "launch_ns": I64,

@@ -131,7 +131,8 @@ def _load_file(model: Model, f: KinetoFile, run_id: str, rank: int, rank_from: s
     con.execute("INSERT INTO runs VALUES (?, 'kineto', ?, ?, ?, ?, ?)",
                 [run_id, str(f.path), f"torch.profiler (CUPTI {cupti})" if cupti else "torch.profiler",
                  str(f.meta.get("schemaVersion", "")) or None, [rank], f.path.stat().st_size])
-    con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?)", [run_id, rank, str(f.path), f.pid, rank_from])
+    # Kineto's times are the host's clock in every rank's file: no offset
+    con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, 0)", [run_id, rank, str(f.path), f.pid, rank_from])
     _annotations(con, f, run_id, rank)
     if not f.gpu.height:  # a collection on CPU: no GPU activity to load
         return

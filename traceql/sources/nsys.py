@@ -23,6 +23,7 @@ from traceql.sources.ranks import RankAssignment, assign_ranks
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
+SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 NVTX_TYPES = (34, 59, 60)  # NvtxMark, NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
 # CUPTI's memcpy kinds (stable enum values).
@@ -32,14 +33,16 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
 
 @dataclass
 class NsysFile:
-    """One attached export: its DuckDB alias, its tables, what its metadata says and the processes that ran
-    kernels (``pids``: known once its kernels are read, :func:`_read_kernels`)."""
+    """One attached export: its DuckDB alias, its tables, what its metadata says, when its session started (ns
+    since the epoch; its times count from there) and the processes that ran kernels (``pids``: known once its
+    kernels are read, :func:`_read_kernels`)."""
 
     path: Path
     alias: str
     tables: set[str]
     tool_version: str | None
     schema_version: str | None
+    session_start_ns: int | None
     pids: list[int]
 
 
@@ -81,9 +84,12 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
         )
     try:
         info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
+        start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
+            if SESSION_START in tables else None
     except duckdb.Error as exc:
         raise _fail(path, exc) from exc
-    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"), [])
+    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"),
+                    start, [])
 
 
 def _copy_kind_sql(col: str) -> str:
@@ -237,9 +243,11 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
         "INSERT INTO _rankmap VALUES (?, ?, ?, ?)",
         [(by_path[r.path].alias, r.pid, r.run_id, r.rank) for r in ranks],
     )
+    starts = [f.session_start_ns for f in files if f.session_start_ns is not None]
+    offset = {f.path: f.session_start_ns - min(starts) if f.session_start_ns is not None else 0 for f in files}
     con.executemany(
-        "INSERT INTO ranks VALUES (?, ?, ?, ?, ?)",
-        [(r.run_id, r.rank, str(r.path), (r.pid >> 24) & 0xFFFFFF, r.rank_from) for r in ranks],
+        "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?)",
+        [(r.run_id, r.rank, str(r.path), (r.pid >> 24) & 0xFFFFFF, r.rank_from, offset[r.path]) for r in ranks],
     )
     for f in files:
         mine = [r for r in ranks if r.path == f.path]
