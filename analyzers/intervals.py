@@ -67,3 +67,32 @@ def overlapping_pairs(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np
     keep = b_e[j] > a_s[i]
     i, j = i[keep], j[keep]
     return i, j, np.minimum(a_e[i], b_e[j]) - np.maximum(a_s[i], b_s[j])
+
+
+def _spread(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, base: int, width: int,
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals moved group by group ``width`` apart (every group's intervals fit in ``width``), so that one
+    union over all of them never joins two groups."""
+    shift = group.astype(np.int64) * width - base
+    return starts.astype(np.int64) + shift, ends.astype(np.int64) + shift
+
+
+Grouped = tuple[np.ndarray, np.ndarray, np.ndarray]  # each interval's group (0..n-1), starts, ends
+
+
+def grouped_lengths(intervals: Grouped, n_groups: int, other: Grouped | None = None) -> np.ndarray:
+    """Per group 0..n_groups-1: the length of the union of its intervals; with ``other`` (another set), the
+    length of the two unions' intersection, group by group."""
+    sets = [intervals] + ([other] if other is not None else [])
+    alls = [a for _, s, e in sets for a in (s, e) if len(a)]
+    if not alls:
+        return np.zeros(n_groups, np.int64)
+    base = min(int(a.min()) for a in alls)
+    width = max(int(a.max()) for a in alls) - base + 1
+    us, ue = merge(*_spread(*intervals, base, width))
+    if other is not None:
+        os_, oe = merge(*_spread(*other, base, width))
+        lengths = overlap_with_union(os_, oe, us, ue)
+    else:
+        lengths = ue - us
+    return np.bincount(us // width, weights=lengths, minlength=n_groups).astype(np.int64)

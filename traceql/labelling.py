@@ -96,6 +96,7 @@ class Timeline:
     ranks: pl.DataFrame
     has_metrics: bool  # the input held Nsight Compute metrics (which are not a timeline)
     notes: list[str] = field(default_factory=list)  # what reading it had to do differently
+    steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["steps"]))  # step ranges
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -121,7 +122,8 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
     """Read the timeline of a trace (files or folders; the embedded example when None)."""
     with read_trace(paths) as trace:
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
-                        trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes)
+                        trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
+                        trace.relation("steps"))
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:

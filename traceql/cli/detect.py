@@ -71,7 +71,7 @@ def detect(
         print_detect(result)
 
 
-def _print_ranks(run_id: str, rows: Any) -> None:
+def print_ranks(run_id: str, rows: Any) -> None:
     """One run's per-rank table; a long capture's times in seconds (in ms they would not fit 80 columns)."""
     unit, scale = ("s", 1e3) if (rows["span_ns"].max() or 0) >= LONG_SPAN_NS else ("ms", 1.0)
 
@@ -101,7 +101,7 @@ def print_detect(result: Any) -> None:
     if result.metrics_match_rate is not None:
         _print_metrics(result)
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
-        _print_ranks(run_id, rows)
+        print_ranks(run_id, rows)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
                   f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")

@@ -1,0 +1,84 @@
+"""Stragglers: the rank the others waited for, step by step, from when each rank's collectives began.
+
+A collective kernel (NCCL's ``AllReduce``, ``AllGather`` …) starts on a rank when that rank has launched it
+and its GPU reached it; it ends on every rank together, once the last rank has arrived. So the *arrival* of a
+rank at a collective is its kernel's start, on the run's common clock (per-rank exports are shifted by their
+``clock_offset_ns``), and the *arrival skew* of the collective is the latest arrival minus the earliest.
+
+Collectives are matched across ranks by step, collective and order: the k-th ``AllReduce`` of step ``i`` on
+one rank is the k-th on every other (NCCL requires every rank to issue a communicator's collectives in the
+same order). Only collectives found on every rank of the run count.
+
+The rank that arrived last *held* the others: for as long as it came after every other rank (its arrival
+minus the second latest), all of them waited. A rank is the *straggler* of a step when, summed over the
+step's collectives, it held the others for at least ``min_share`` of the step's time and ``min_wait_ns``;
+the *waiting ranks* are those that waited for it at least that long. The first captured step of each run is
+not judged: a profiler starts capturing on each rank at its own moment, which delays that step's first
+collective on the ranks that started last.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+MIN_SHARE = 0.10  # of the step's median GPU time
+MIN_WAIT_NS = 1_000_000
+
+_STEP = ["run_id", "step"]
+ARRIVALS = {"run_id": pl.String, "step": pl.Int32, "collective": pl.String, "index": pl.UInt32,
+            "rank": pl.Int32, "arrival_ns": pl.Int64, "wait_ns": pl.Int64, "last": pl.Boolean, "held_ns": pl.Int64}
+
+
+def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """One row per rank and collective of the normal steps: its arrival on the common clock, how long it
+    waited for the last rank (``wait_ns``), whether it was the last and for how long it held the others
+    (``held_ns``: 0 unless last)."""
+    comm = (kernels.lazy().filter((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync"))
+            .join(ranks.lazy().select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
+            .select("run_id", "rank", "step", pl.col("collective").fill_null(pl.col("short_name")),
+                    (pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)).alias("arrival_ns"))
+            .sort("run_id", "rank", "step", "arrival_ns")
+            .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over("run_id", "rank", "step", "collective")
+                          .alias("index")))
+    group = [*_STEP, "collective", "index"]
+    n_ranks = ranks.lazy().group_by("run_id").agg(pl.col("rank").n_unique().alias("n_ranks"))
+    latest, second = pl.col("arrival_ns").max(), pl.col("arrival_ns").sort(descending=True).get(1)
+    out = (comm.join(n_ranks, on="run_id")
+           .filter(pl.len().over(group) == pl.col("n_ranks"), pl.col("n_ranks") > 1)
+           .with_columns((latest.over(group) - pl.col("arrival_ns")).alias("wait_ns"),
+                         (pl.col("rank") == pl.col("rank").sort_by("arrival_ns").last().over(group)).alias("last"),
+                         (latest - second).over(group).alias("lead"))
+           .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).alias("held_ns"))
+           .select(*ARRIVALS).sort(*group, "rank"))
+    return out.collect().cast(ARRIVALS)  # type: ignore[arg-type]
+
+
+def step_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, step, rank): how long the rank held the others (``held_ns``), how long it waited
+    (``wait_ns``) and how many collectives it was last at, over the step's collectives."""
+    return (arrivals_.group_by(*_STEP, "rank")
+            .agg(pl.col("held_ns").sum(), pl.col("wait_ns").sum(), pl.col("last").sum().alias("last_at"),
+                 pl.len().alias("collectives"))
+            .sort(*_STEP, "rank"))
+
+
+def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: float = MIN_SHARE,
+               min_wait_ns: int = MIN_WAIT_NS) -> pl.DataFrame:
+    """The stragglers (module doc): one row per (run_id, step) that has one, with ``rank``, ``step``,
+    ``wait_ns`` (how long it held the others), ``waiting_ranks`` (sorted) and ``share`` (wait_ns over the
+    step's time). ``step_ns``: per (run_id, step) the step's time (``step_ns``)."""
+    skew = step_skew(arrivals_)
+    first = skew.group_by("run_id").agg(pl.col("step").min().alias("first"))
+    floor = pl.max_horizontal(pl.lit(min_wait_ns), (min_share * pl.col("step_ns")).cast(pl.Int64))
+    named = (skew.join(first, on="run_id").filter(pl.col("step") != pl.col("first"))
+             .join(step_ns, on=_STEP).filter(pl.col("held_ns") >= floor)
+             .select(*_STEP, "rank", pl.col("held_ns").alias("wait_ns"), "step_ns"))
+    waited = (skew.join(named.select(*_STEP, pl.col("rank").alias("straggler"), pl.col("wait_ns").alias("held")),
+                        on=_STEP)
+              .filter(pl.col("rank") != pl.col("straggler"), pl.col("wait_ns") >= pl.col("held"))
+              .group_by(*_STEP).agg(pl.col("rank").sort().alias("waiting_ranks")))
+    return (named.join(waited, on=_STEP, how="left")
+            .with_columns(pl.col("waiting_ranks").fill_null([]),
+                          (pl.col("wait_ns") / pl.col("step_ns")).round(4).alias("share"))
+            .select("run_id", "rank", "step", "wait_ns", "waiting_ranks", "share")
+            .sort("run_id", "step", "rank"))

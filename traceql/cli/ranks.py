@@ -1,0 +1,84 @@
+"""`traceql ranks`: the stragglers, then every step of every rank, then each rank over the whole capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, note, progress_bar, table
+from traceql.cli.detect import print_ranks
+
+
+@guarded
+def ranks(
+    files: Files = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
+    ] = None,
+    fmt: FormatOption = Format.table,
+    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    steps: Annotated[int, typer.Option("--steps", help="at most this many steps in the table (the longest)",
+                                       min=1)] = 12,
+    hta_compat: Annotated[
+        bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
+    ] = False,
+) -> None:
+    """Per step and rank: where the time went, slowdowns, and the stragglers the other ranks waited for."""
+    from traceql.commands.ranks import ranks as run_ranks
+
+    with progress_bar("reading the ranks…"):
+        result = run_ranks(files or None, baseline=baseline or None, threshold=threshold, hta_compat=hta_compat)
+    for text in result.notes:
+        note(text)
+    if fmt is Format.json:
+        emit_json(result.to_dict())
+        return
+    for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
+        _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id))
+        _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps)
+        print_ranks(run_id, rows)
+
+
+def _ms(ns: Any) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def _print_stragglers(run_id: str, rows: Any) -> None:
+    if rows.is_empty():
+        console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting for 10 % of a "
+                      "step (1 ms at least).")
+        return
+    out = table(f"Stragglers of {run_id}: the rank the others waited for", (
+        "step", "rank", "waited ms", "of step", "waiting ranks", "last at"), left={"waiting ranks", "last at"})
+    for r in rows.iter_rows(named=True):
+        out.add_row(str(r["step"]), str(r["rank"]), _ms(r["wait_ns"]), f"{100 * r['share']:.1f} %",
+                    ",".join(map(str, r["waiting_ranks"])) or "-",
+                    f"{r['last_at']} of {r['collectives']} collectives")
+    console.print(out)
+    console.print("waited: how long it came after all the others to the step's collectives, summed")
+
+
+def _print_steps(run_id: str, rows: Any, limit: int) -> None:
+    """The steps of one run, rank by rank; of a long capture, the ``limit`` steps with the longest GPU time."""
+    import polars as pl
+
+    if rows.is_empty():
+        console.print(f"{run_id}: no step ranges (NVTX step_<i> or ProfilerStep#<i>) to break down")
+        return
+    n = rows["step"].n_unique()
+    title = f"Steps of {run_id} (ms)"
+    if n > limit:
+        longest = rows.group_by("step").agg(pl.col("gpu_ns").max()).sort(["gpu_ns", "step"], descending=[True, False])
+        rows = rows.filter(pl.col("step").is_in(longest["step"].head(limit).implode()))
+        title = f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
+    out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
+                        "lost"))
+    for r in rows.sort("step", "rank").iter_rows(named=True):
+        out.add_row(str(r["step"]), str(r["rank"]), *(_ms(r[c]) for c in (
+            "cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "exposed_comm_ns")),
+            f"{r['cases']:,}", _ms(r["time_lost_ns"]))
+    console.print(out)
+    console.print("exposed: comm with no compute alongside; lost: GPU time the slowdowns added")

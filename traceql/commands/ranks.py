@@ -1,0 +1,86 @@
+"""`traceql ranks`: every step of every rank (where its time went, its slowdowns) and the stragglers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzers.detection.labels import PAIRED_FACTOR
+from analyzers.steps import STEP_KEY, step_breakdown
+from analyzers.stragglers import arrivals, step_skew, stragglers
+from traceql.commands import options
+from traceql.commands.detect import _import_detector
+from traceql.labelling import Baseline, label, read_baseline, read_timeline
+from traceql.merge import split_runs
+from traceql.sources import inputs
+
+__all__ = ["RanksResult", "ranks"]
+
+
+@dataclass
+class RanksResult:
+    """Per step and rank: the breakdown, cases and time lost (``steps``); the stragglers, with the evidence
+    (``stragglers``); the whole capture per rank (``ranks``: `detect`'s breakdown)."""
+
+    steps: pl.DataFrame
+    stragglers: pl.DataFrame
+    ranks: pl.DataFrame
+    modes: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "steps": self.steps.to_dicts(),
+                "ranks": self.ranks.to_dicts(), "notes": self.notes}
+
+
+def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, step): the median over ranks of the step's GPU time, what a straggler's wait is judged by."""
+    return steps.group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns"))
+
+
+def _one_run(paths: list[Path] | None, baseline: Baseline | None, threshold: float, hta_compat: bool,
+             ) -> RanksResult:
+    _import_detector()
+    timeline = read_timeline(paths)
+    iso = baseline if not timeline.signatures().is_empty() else None
+    labelled = label(timeline, baseline=iso, threshold=threshold, hta_compat=hta_compat)
+    steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
+             .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
+             .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
+    arrived = arrivals(timeline.kernels, timeline.ranks)
+    named = stragglers(arrived, _step_time(steps))
+    evidence = step_skew(arrived).select("run_id", "step", "rank", "last_at", "collectives")
+    named = named.join(evidence, on=["run_id", "step", "rank"], how="left")
+    modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
+    return RanksResult(steps, named, labelled.ranks, modes, list(labelled.notes))
+
+
+def ranks(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    *,
+    baseline: Sequence[str | Path] | None = None,
+    threshold: float = PAIRED_FACTOR,
+    hta_compat: bool = False,
+) -> RanksResult:
+    """Every normal step of every rank of a trace: its CPU and GPU time, compute, communication, memory, idle
+    and exposed communication (``analyzers.steps``), its slowdown cases and time lost (labelled as `detect`
+    labels them: against ``baseline``, the trace's isolated steps, or the detector); and the stragglers
+    (``analyzers.stragglers``). With no paths, the embedded example. Runs given together are each taken on
+    their own."""
+    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
+        paths = None
+        if baseline is None:
+            baseline = [inputs.DEFAULT_BASELINE]
+    options.threshold(threshold)
+    iso = read_baseline(baseline) if baseline else None
+    parts = [_one_run(run, iso, threshold, hta_compat) for run in split_runs(paths)]
+    return RanksResult(
+        steps=pl.concat([p.steps for p in parts]).sort(STEP_KEY),
+        stragglers=pl.concat([p.stragglers for p in parts]).sort("run_id", "step", "rank"),
+        ranks=pl.concat([p.ranks for p in parts], how="diagonal_relaxed").sort("run_id", "rank"),
+        modes={k: v for p in parts for k, v in p.modes.items()},
+        notes=list(dict.fromkeys(n for p in parts for n in p.notes)))
