@@ -81,10 +81,11 @@ def overlaps(kernels: list[dict], compute: list[dict]) -> list[int]:
 STEP_NAME = re.compile(r"^step_(\d+)(_nosync)?$")
 
 
-def nsys_steps(path: Path) -> dict[tuple[int, int], tuple[int, str] | None]:
-    """``(process id, correlation id) → (step, kind)`` of every kernel of an nsys export (or run folder): the
-    NVTX ``step_<i>[_nosync]`` range of its process holding the start of its runtime call; None outside.
-    The process id is the operating system's (``globalPid >> 24``, low 24 bits)."""
+def nsys_steps(path: Path, table: str = "CUPTI_ACTIVITY_KIND_KERNEL") -> dict[tuple[int, int], tuple[int, str] | None]:
+    """``(process id, correlation id) → (step, kind)`` of every kernel (or row of another CUPTI activity
+    ``table``) of an nsys export (or run folder): the NVTX ``step_<i>[_nosync]`` range of its process holding
+    the start of its runtime call; None outside. The process id is the operating system's (``globalPid >> 24``,
+    low 24 bits)."""
     out: dict[tuple[int, int], tuple[int, str] | None] = {}
     for f in exports(path):
         launch = {(r[0], r[1]): r[2] for r in rows(f, """
@@ -97,7 +98,7 @@ def nsys_steps(path: Path) -> dict[tuple[int, int], tuple[int, str] | None]:
             m = STEP_NAME.match(text or "")
             if m:
                 ranges[pid].append((start, end, int(m.group(1)), "isolated" if m.group(2) else "sync"))
-        for pid, corr in rows(f, "SELECT (globalPid >> 24) & 16777215, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"):
+        for pid, corr in rows(f, f"SELECT (globalPid >> 24) & 16777215, correlationId FROM {table}"):
             t = launch.get((pid, corr))
             hits = [(s, k) for a, b, s, k in ranges[pid] if t is not None and a <= t <= b]
             out[(pid, corr)] = hits[0] if hits else None

@@ -74,6 +74,7 @@ class _Reference:
         counts = Counter(s.tobytes() for s in seqs)  # a step's sequence, hashed as its bytes
         canonical = counts.most_common(1)[0][0]  # ties: the earliest step
         self.canonical = tuple(np.frombuffer(canonical, seqs[0].dtype).tolist())
+        self.first = next(i for i, s in zip(indices, seqs, strict=True) if s.tobytes() == canonical)
         self._cache: dict[bytes, np.ndarray] = {}
         durations = np.full((len(seqs), len(self.canonical)), np.nan)
         for row, (i, seq) in enumerate(zip(indices, seqs, strict=True)):
@@ -90,9 +91,14 @@ class _Reference:
         return self._cache[key]
 
 
+def _key_ids(*frames: pl.DataFrame) -> pl.DataFrame:
+    """``key, key_id``: one integer per key of the frames (the sequences aligned are of these ids)."""
+    keys = pl.concat([f["key"] for f in frames]).unique(maintain_order=True)
+    return pl.DataFrame({"key": keys, "key_id": pl.int_range(len(keys), dtype=pl.Int64, eager=True)})
+
+
 def _with_key_ids(target: pl.DataFrame, reference: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    keys = pl.concat([target["key"], reference["key"]]).unique(maintain_order=True)
-    ids = pl.DataFrame({"key": keys, "key_id": pl.int_range(len(keys), dtype=pl.Int64, eager=True)})
+    ids = _key_ids(target, reference)
     # a kernel with no key (its name or shape unknown) has an id too: such kernels align with each other
     return (target.join(ids, on="key", how="left", maintain_order="left", nulls_equal=True),
             reference.join(ids, on="key", how="left", maintain_order="left", nulls_equal=True))
@@ -133,6 +139,24 @@ def twin_baselines(target: pl.DataFrame, reference: pl.DataFrame, by: list[str] 
         pl.when(twin).then(pl.lit(TWIN)).otherwise(pl.lit(NONE)).alias("baseline_kind"),
         pl.when(twin).then(pl.col("twin_pos")).alias("twin_pos"),
     ).select(list(OUT_SCHEMA))
+
+
+def canonical_steps(reference: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
+    """The canonical step of each partition of ``reference`` (its values of ``by``), one row per position:
+    ``*by, step, twin_pos, key, baseline_ns``; ``step`` is the first reference step whose sequence it is,
+    ``baseline_ns`` the position's twin baseline. :func:`twin_baselines` aligns target steps with these."""
+    by = by or []
+    needed = list(dict.fromkeys([*by, *STEP, "key", "launch_ns", "start_ns", "duration_ns"]))
+    frame = reference.select(needed)
+    ids = _key_ids(frame)
+    steps = _steps(frame.join(ids, on="key", how="left", maintain_order="left", nulls_equal=True), by, rows=False)
+    parts = [steps.steps.slice(ref.first, 1).select(*by, "step").join(pl.DataFrame({
+        "twin_pos": np.arange(len(ref.canonical), dtype=np.int64), "key_id": np.array(ref.canonical, np.int64),
+        "baseline_ns": ref.medians}), how="cross") for ref in _references(steps, by).values()]
+    empty = frame.select(*by, "step").head(0).join(
+        pl.DataFrame(schema={"twin_pos": pl.Int64, "key_id": pl.Int64, "baseline_ns": pl.Float64}), how="cross")
+    return pl.concat([empty, *parts]).join(ids, on="key_id", how="left", maintain_order="left").select(
+        *by, "step", "twin_pos", "key", "baseline_ns")
 
 
 def key_medians(target: pl.DataFrame, reference: pl.DataFrame) -> pl.DataFrame:

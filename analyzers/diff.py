@@ -1,0 +1,140 @@
+"""Two runs of the same model compared: step time, the per-rank breakdown, and each compute kernel of the
+later run (AFTER) paired with its counterpart in the earlier one (BEFORE) by step alignment.
+
+Pairing is the twin alignment of ``analyzers.baselines.twins`` with BEFORE as the reference, rank by rank
+(ranks matched by number): BEFORE's normal steps give one canonical step per rank and each position's median
+duration; every normal step of AFTER is aligned with it by key (demangled name + grid + block) in launch
+order, longest matching blocks first. A kernel of AFTER aligned with a position is *paired*; one aligned with
+nothing is *new*; a canonical position that a step of AFTER has nothing aligned with is *removed* from that
+step. Times are typical ones on both sides: a kernel's before time is its BEFORE position's median over
+BEFORE's steps, its after time its own position's median over AFTER's steps (AFTER aligned with itself the
+same way), so that a run compared with itself changes by exactly nothing and a few slowed instances do not
+move a kernel's total; ``after_actual_ns`` keeps the durations as measured.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzers.baselines.twins import canonical_steps, twin_baselines
+
+# A median step time within ±2 % of BEFORE's is "no change": on the shared H200 corpus the median step time
+# of one run varies by up to 0.57 % (bootstrap SD over its steps and ranks), so that of a difference of two
+# runs by about 0.6-0.8 %: 2 % is some three of those.
+NO_CHANGE_PCT = 2.0
+BY = ["rank"]  # ranks are matched by number
+KERNEL = ["rank", "step", "step_kind", "key", "launch_ns", "start_ns", "duration_ns", "signature", "short_name",
+          "name"]
+RANK_COLUMNS = ["comm_comp_overlap_pct", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "cases", "time_lost_ns"]
+NAMES = ["signature", "short_name", "name"]
+
+
+def step_time(steps: pl.DataFrame, ranks: pl.DataFrame, *, by_span: bool = False) -> float | None:
+    """The median GPU time of a run's normal steps over steps and ranks (``steps``: ``gpu_ns`` per step of a
+    rank); with ``by_span``, the median of the ranks' capture spans instead. None when there is neither."""
+    values = ranks["span_ns"] if by_span else steps["gpu_ns"]
+    value = values.drop_nulls().median()
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def change_pct(before: float | None, after: float | None) -> float | None:
+    """``after`` against ``before`` in percent (positive: larger, i.e. slower for a time)."""
+    if before is None or after is None or before == 0:
+        return None
+    return 100.0 * (after - before) / before
+
+
+def verdict(change: float | None, tolerance: float = NO_CHANGE_PCT) -> str:
+    """``regressed`` (slower by more than ``tolerance`` %), ``improved`` (faster by more), ``no change``
+    (within it), ``unknown`` (no step time to compare)."""
+    if change is None:
+        return "unknown"
+    if abs(change) <= tolerance:
+        return "no change"
+    return "regressed" if change > 0 else "improved"
+
+
+def run_totals(ranks: pl.DataFrame) -> dict[str, float | int | None]:
+    """A labelled run over its ranks: overlap % (time compute and communication ran together / time
+    communication ran, both summed over ranks), slowdown cases, time lost, compute kernels."""
+    comm = int(ranks["comm_ns"].sum())
+    return {"overlap_pct": round(100.0 * int(ranks["comm_compute_overlap_ns"].sum()) / comm, 2) if comm else None,
+            "cases": int(ranks["cases"].sum()), "time_lost_ns": int(ranks["time_lost_ns"].sum()),
+            "compute_kernels": int(ranks["compute_kernels"].sum())}
+
+
+def rank_changes(before: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """One row per rank number of either run: ``rank`` and ``<column>_before``, ``<column>_after`` for the
+    overlap %, compute, communication, memory and idle time, cases and time lost (null: the rank is absent)."""
+    def side(ranks: pl.DataFrame, suffix: str) -> pl.DataFrame:
+        return ranks.select("rank", *(pl.col(c).alias(f"{c}_{suffix}") for c in RANK_COLUMNS))
+
+    joined = side(before, "before").join(side(after, "after"), on="rank", how="full", coalesce=True)
+    return joined.select("rank", *(f"{c}_{s}" for c in RANK_COLUMNS for s in ("before", "after"))).sort("rank")
+
+
+def _normal_compute(kernels: pl.DataFrame) -> pl.DataFrame:
+    return kernels.filter((pl.col("kind") == "compute") & (pl.col("step_kind") == "sync")).select(
+        pl.lit("run").alias("run_id"), *KERNEL)  # one run a side: the run's name plays no part
+
+
+def pair_kernels(before: pl.DataFrame, after: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The compute kernels of AFTER's normal steps, each with its counterpart in BEFORE, and BEFORE's
+    canonical steps.
+
+    Pairs: ``rank, step, pos`` (its index in its step, launch order), ``key``, ``signature, short_name, name``,
+    ``duration_ns``, ``after_ns`` (its position's median over AFTER's steps; its duration where its step's
+    sequence has no such position), and ``before_step, before_pos, before_key`` (the BEFORE kernel it aligns with: rank
+    ``rank``, step ``before_step``, index ``before_pos`` in launch order; null when new), ``before_ns`` (that
+    position's median duration over BEFORE's steps). Canonical: ``rank, step, twin_pos, key, baseline_ns``.
+    """
+    target, reference = _normal_compute(after), _normal_compute(before)
+    target = target.sort("rank", "step", "launch_ns", "start_ns").with_row_index("_row").with_columns(
+        pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "step").alias("pos"))
+    canonical = canonical_steps(reference, BY)
+    twins = twin_baselines(target, reference, BY).select("_row", "twin_pos", pl.col("baseline_ns").alias("before_ns"))
+    own = twin_baselines(target, target, BY).select("_row", pl.col("baseline_ns").alias("after_ns"))
+    pairs = target.join(twins, on="_row", how="left", maintain_order="left").join(
+        own, on="_row", how="left", maintain_order="left").join(
+        canonical.select("rank", pl.col("step").alias("before_step"), "twin_pos", pl.col("key").alias("before_key")),
+        on=["rank", "twin_pos"], how="left", maintain_order="left")
+    after_ns = pl.coalesce("after_ns", pl.col("duration_ns").cast(pl.Float64)).alias("after_ns")
+    return pairs.select("rank", "step", "pos", "key", *NAMES, "duration_ns", after_ns, "before_step",
+                        pl.col("twin_pos").alias("before_pos"), "before_key", "before_ns"), canonical
+
+
+def _by_key(frame: pl.DataFrame, *aggs: pl.Expr) -> pl.DataFrame:
+    return frame.group_by("key").agg(pl.len().alias("instances"), *aggs, *(pl.col(c).first() for c in NAMES)) \
+        .with_columns(pl.col("key").cast(pl.String))
+
+
+def kernel_changes(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per key of the paired kernels: ``instances, before_ns`` (Σ of their BEFORE medians), ``after_ns`` (Σ of
+    their AFTER medians), ``delta_ns``, ``delta_pct``, ``after_actual_ns`` (Σ of their durations), by |delta|."""
+    paired = _by_key(pairs.filter(pl.col("before_pos").is_not_null()), pl.col("before_ns").sum(),
+                     pl.col("after_ns").sum(), pl.col("duration_ns").sum().cast(pl.Float64).alias("after_actual_ns"))
+    return paired.with_columns((pl.col("after_ns") - pl.col("before_ns")).alias("delta_ns")).with_columns(
+        pl.when(pl.col("before_ns") > 0).then(100 * pl.col("delta_ns") / pl.col("before_ns")).alias("delta_pct"),
+    ).sort(pl.col("delta_ns").abs(), "key", descending=[True, False]).select(
+        "key", *NAMES, "instances", "before_ns", "after_ns", "delta_ns", "delta_pct", "after_actual_ns")
+
+
+def new_kernels(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per key of AFTER's kernels that align with nothing in BEFORE: ``instances, after_ns`` (Σ of their
+    AFTER medians), by time."""
+    new = _by_key(pairs.filter(pl.col("before_pos").is_null()), pl.col("after_ns").sum())
+    return new.sort("after_ns", "key", descending=[True, False]).select("key", *NAMES, "instances", "after_ns")
+
+
+def removed_kernels(pairs: pl.DataFrame, canonical: pl.DataFrame, before: pl.DataFrame) -> pl.DataFrame:
+    """Per key of BEFORE's canonical positions that a normal step of AFTER (same rank) has nothing aligned
+    with, counted once per such step: ``instances, before_ns`` (Σ of the positions' medians), by time.
+    ``before`` (BEFORE's kernels) names the keys."""
+    steps = pairs.select("rank", "step").unique()
+    hit = pairs.filter(pl.col("before_pos").is_not_null()).select("rank", "step",
+                                                                   pl.col("before_pos").alias("twin_pos"))
+    missing = steps.join(canonical.drop("step"), on="rank").join(hit, on=["rank", "step", "twin_pos"], how="anti")
+    names = before.filter(pl.col("kind") == "compute").group_by("key").agg(pl.col(c).first() for c in NAMES)
+    removed = _by_key(missing.join(names, on="key", how="left", nulls_equal=True), pl.col("baseline_ns").sum()
+                      .alias("before_ns"))
+    return removed.sort("before_ns", "key", descending=[True, False]).select("key", *NAMES, "instances", "before_ns")

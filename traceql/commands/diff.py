@@ -1,0 +1,124 @@
+"""`traceql diff`: two runs of the same model compared: step time, per-rank breakdown, labels, and each
+compute kernel of AFTER paired with its counterpart in BEFORE by step alignment (``analyzers.diff``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzers.diff import (
+    NO_CHANGE_PCT,
+    change_pct,
+    kernel_changes,
+    new_kernels,
+    pair_kernels,
+    rank_changes,
+    removed_kernels,
+    run_totals,
+    step_time,
+    verdict,
+)
+from traceql.errors import InputError, OptionError
+from traceql.labelling import DetectResult, Timeline, label, read_timeline
+
+__all__ = ["DiffResult", "diff"]
+
+SIDES = ("before", "after")
+
+
+@dataclass
+class DiffResult:
+    """What changed from BEFORE to AFTER. ``runs``: each side's path, label mode, ranks, steps and totals;
+    ``step_time``: the median step time of each side and the change; ``ranks``: one row per rank number;
+    ``kernels`` (paired, per key, by |delta|), ``new``, ``removed``: per key; ``pairs``: every compute kernel
+    of AFTER's normal steps with the BEFORE kernel it aligns with."""
+
+    runs: dict[str, dict[str, Any]]
+    step_time: dict[str, Any]
+    ranks: pl.DataFrame
+    kernels: pl.DataFrame
+    new: pl.DataFrame
+    removed: pl.DataFrame
+    pairs: pl.DataFrame
+    verdict: str
+    tolerance_pct: float = NO_CHANGE_PCT
+    notes: list[str] = field(default_factory=list)
+
+    def fails(self, above: float) -> bool:
+        """Whether the median step time regressed by more than ``above`` percent (`--fail-above`)."""
+        change = self.step_time["change_pct"]
+        return change is not None and change > above
+
+    def kernel_totals(self) -> dict[str, float | int]:
+        """The paired kernels' before and after time, the new kernels' and the removed ones' (ns)."""
+        k = self.kernels
+        return {"paired": int(k["instances"].sum()), "paired_before_ns": float(k["before_ns"].sum()),
+                "paired_after_ns": float(k["after_ns"].sum()), "new": int(self.new["instances"].sum()),
+                "new_ns": float(self.new["after_ns"].sum()), "removed": int(self.removed["instances"].sum()),
+                "removed_ns": float(self.removed["before_ns"].sum())}
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """The JSON form; ``top`` limits the kernel, new and removed lists (None: all)."""
+        return {**self.runs, "step_time": self.step_time, "ranks": self.ranks.to_dicts(),
+                "kernels": self.kernels.head(top).to_dicts() if top else self.kernels.to_dicts(),
+                "kernel_totals": self.kernel_totals(),
+                "new": self.new.head(top).to_dicts() if top else self.new.to_dicts(),
+                "removed": self.removed.head(top).to_dicts() if top else self.removed.to_dicts(),
+                "verdict": {"verdict": self.verdict, "change_pct": self.step_time["change_pct"],
+                            "tolerance_pct": self.tolerance_pct},
+                "notes": self.notes}
+
+
+def _side(path: Path, labelled: DetectResult) -> dict[str, Any]:
+    return {"path": str(path), "run_id": labelled.ranks["run_id"][0] if labelled.ranks.height else None,
+            "mode": labelled.mode, "ranks": labelled.ranks.height, "steps": labelled.steps.height,
+            **run_totals(labelled.ranks)}
+
+
+def _one_run(path: Path) -> Timeline:
+    """The timeline of one run (a file, or a folder of one run's per-rank files)."""
+    timeline = read_timeline([path])
+    runs = timeline.ranks["run_id"].unique()
+    if runs.len() > 1:
+        raise InputError(f"holds {runs.len()} runs ({', '.join(sorted(runs))}): diff compares one run with "
+                         "another; give one run on each side", path=str(path))
+    return timeline
+
+
+def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_PCT) -> DiffResult:
+    """Compare run ``after`` with run ``before`` (each a trace file or folder of one run).
+
+    Each run is labelled as ``detect`` labels it without a baseline (its isolated steps if it has some, else
+    the detector). Step time is the median GPU time of the normal steps over steps and ranks (the median rank
+    span when a run has no steps); a change within ±``tolerance`` % is ``no change``. AFTER's compute kernels
+    are paired with BEFORE's by step alignment, rank by rank (``analyzers.diff``).
+    """
+    if not tolerance >= 0:
+        raise OptionError(f"tolerance must be 0 or more percent, got {tolerance}")
+    paths = {"before": Path(before), "after": Path(after)}
+    timelines = {side: _one_run(paths[side]) for side in SIDES}
+    labelled = {side: label(timelines[side]) for side in SIDES}
+    notes = [f"{side}: {text}" for side in SIDES for text in labelled[side].notes]
+    by_span = any(labelled[side].steps.is_empty() for side in SIDES)
+    times = {side: step_time(labelled[side].steps, labelled[side].ranks, by_span=by_span) for side in SIDES}
+    if by_span:
+        notes.append("a run has no normal steps (NVTX step_<i> or ProfilerStep#<i>): step time is the median "
+                     "rank span, and kernels are not paired")
+    change = change_pct(times["before"], times["after"])
+    kernels = {side: timelines[side].kernels for side in SIDES}
+    pairs, canonical = pair_kernels(kernels["before"], kernels["after"] if not by_span else kernels["after"].head(0))
+    ranks = {side: set(labelled[side].ranks["rank"]) for side in SIDES}
+    for side, other, what in (("before", "after", "not compared"), ("after", "before", "their kernels are new")):
+        if only := sorted(ranks[side] - ranks[other]):
+            notes.append(f"rank(s) {', '.join(map(str, only))} only in {side}: {what}")
+    return DiffResult(
+        runs={side: _side(paths[side], labelled[side]) for side in SIDES},
+        step_time={"before_ns": times["before"], "after_ns": times["after"],
+                   "change_pct": None if change is None else round(change, 3), "basis": "span" if by_span else "step"},
+        ranks=rank_changes(labelled["before"].ranks, labelled["after"].ranks),
+        kernels=kernel_changes(pairs), new=new_kernels(pairs),
+        removed=removed_kernels(pairs, canonical, kernels["before"]),
+        pairs=pairs, verdict=verdict(change, tolerance), tolerance_pct=tolerance, notes=notes)
