@@ -16,21 +16,23 @@ from tests.paths import DDP_FILES, DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSY
 from traceql import read_trace
 from traceql.commands.ranks import ranks
 
-STRAGGLER_RUNS = [RUNS / "gpt2-straggler-nsys", RUNS / "gpt2-straggler-torch"]
+# GPT-2 on 2 x H200 (nsys; torch.profiler) and on 4 x H200 (nsys), one rank sleeping before chosen steps
+STRAGGLER_RUNS = [RUNS / "gpt2-straggler-nsys", RUNS / "gpt2-straggler-torch", RUNS / "gpt2-4rank-straggler-nsys"]
 
 
-def injected(run: Path) -> dict:
-    """The straggler the collection injected, as its manifest records the input's configuration."""
-    return json.loads((run / "manifest.json").read_text())["input"]["local_config"]["straggler"]
+def injected(run: Path) -> tuple[dict, int]:
+    """The straggler the collection injected and the run's world size, as its manifest records them."""
+    local = json.loads((run / "manifest.json").read_text())["input"]["local_config"]
+    return local["straggler"], local["world_size"]
 
 
 @pytest.mark.parametrize("run", STRAGGLER_RUNS, ids=lambda p: p.name)
 def test_an_injected_straggler_is_named_exactly(run: Path) -> None:
-    want = injected(run)
+    want, world = injected(run)
     found = ranks(run).stragglers
     assert found["rank"].to_list() == [want["rank"]] * len(want["steps"])
     assert found["step"].to_list() == sorted(want["steps"])
-    others = [r for r in (0, 1) if r != want["rank"]]
+    others = [r for r in range(world) if r != want["rank"]]
     assert found["waiting_ranks"].to_list() == [others] * len(want["steps"])
     # the others waited at least the sleep, and it came last to every collective of those steps
     assert (found["wait_ns"] >= want["sleep_ms"] * 1e6).all()

@@ -96,6 +96,22 @@ def test_timing_only_collection(invoke, tmp_path: Path) -> None:
     assert detect.exit_code == 2 and "collected with --profiler none" in detect.stderr
 
 
+def test_an_injected_straggler_sleeps_and_the_other_rank_waits(invoke, tmp_path: Path) -> None:
+    """On CPU with gloo: rank 1 sleeps 300 ms at the start of window steps 2 and 4; rank 0 waits for it in
+    the gradients' all-reduce, so both ranks' steps 2 and 4 last the sleep, the others do not."""
+    out = tmp_path / "tiny-straggler"
+    result = invoke("collect", TINY, "--profiler", "none", "--out", out,
+                    "--set", 'straggler={"rank": 1, "steps": [2, 4], "sleep_ms": 300}')
+    assert result.exit_code == 0, result.stderr
+    for rank in (0, 1):
+        times = json.loads((out / "results" / f"rank{rank}.json").read_text())["step_times_ms"]
+        window = {t["step"]: t["ms"] for t in times if t["window"]}
+        assert sorted(window) == [0, 1, 2, 3, 4]
+        assert all((window[i] >= 300) == (i in (2, 4)) for i in window), (rank, window)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["local_config"]["straggler"] == {"rank": 1, "steps": [2, 4], "sleep_ms": 300}
+
+
 def _variant(tmp_path: Path, *, model: str | None = None, local: dict | None = None,
              glob: dict | None = None) -> Path:
     d = tmp_path / "input"
@@ -120,6 +136,9 @@ BAD = [
     ("unknown_key", dict(local={**TINY_LOCAL, "lr": 0.1}), "unknown key(s) lr"),
     ("wrong_type", dict(local={**TINY_LOCAL, "epochs": "two"}), 'epochs must be int, got "two"'),
     ("missing_key", dict(local={k: v for k, v in TINY_LOCAL.items() if k != "batchsize"}), "missing key 'batchsize'"),
+    ("straggler_rank", dict(local={**TINY_LOCAL, "straggler": {"rank": 2, "steps": [2], "sleep_ms": 5}}),
+     "straggler rank must be a rank of the run (0..1), got 2"),
+    ("straggler_shape", dict(local={**TINY_LOCAL, "straggler": {"rank": 1}}), 'straggler must be {"rank": R'),
     ("global_key", dict(glob={"cuda_visible_devices": "0", "gpus": 2}), "unknown key(s) gpus"),
     ("python_path", dict(glob={"python_path": "/nonexistent/python3"}), "python not found at /nonexistent/python3"),
     ("cuda_version", dict(glob={"cuda_version_check": "12.4"}), "CUDA version mismatch"),

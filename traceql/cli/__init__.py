@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli import collect, common, dataset, detect, export, info, query, report
+from traceql.cli import collect, common, dataset, detect, export, info, query, ranks, report
+from traceql.cli import diff as diff_cli
 
 app = typer.Typer(
     help="Trace analysis and slowdown detection for distributed PyTorch training.",
@@ -39,8 +40,10 @@ def main(
 app.command()(info.info)
 app.command()(query.query)
 app.command()(detect.detect)
+app.command()(ranks.ranks)
 app.command()(collect.collect)
 app.command()(report.report)
+app.command()(diff_cli.diff)
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(export.app, name="export")
 

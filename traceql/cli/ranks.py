@@ -48,10 +48,9 @@ def _ms(ns: Any) -> str:
 
 def _print_stragglers(run_id: str, rows: Any) -> None:
     if rows.is_empty():
-        console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting for 10 % of a "
-                      "step (1 ms at least).")
+        console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting 10 % of a step")
         return
-    out = table(f"Stragglers of {run_id}: the rank the others waited for", (
+    out = table(f"Stragglers of {run_id}", (
         "step", "rank", "waited ms", "of step", "waiting ranks", "last at"), left={"waiting ranks", "last at"})
     for r in rows.iter_rows(named=True):
         out.add_row(str(r["step"]), str(r["rank"]), _ms(r["wait_ns"]), f"{100 * r['share']:.1f} %",

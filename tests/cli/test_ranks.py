@@ -1,0 +1,81 @@
+"""`traceql ranks` as a user runs it: the stragglers first with their evidence, every step of every rank with
+every figure whole at 80 and 100 columns, the JSON form, --steps on a long capture, HTA's breakdown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.paths import ROOT, RUNS, SHARED
+from traceql.cli import common
+
+FOUR = RUNS / "gpt2-4rank-straggler-nsys"
+ORACLE = json.loads((ROOT / "tests" / "data" / "hta_oracle.json").read_text())["folders"]
+
+
+@pytest.fixture(params=[80, 100])
+def width(request):
+    before = common.console.width
+    common.console.width = request.param
+    yield request.param
+    common.console.width = before
+
+
+def ms2(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def test_stragglers_come_first_with_every_figure_whole(invoke, width: int) -> None:
+    table = invoke("ranks", FOUR).stdout
+    data = json.loads(invoke("ranks", FOUR, "--format", "json").stdout)
+    assert "…" not in table and max(len(line) for line in table.splitlines()) <= width
+    assert table.startswith("Stragglers of gpt2-4rank-straggler-nsys")
+    assert [{k: s[k] for k in ("rank", "step", "waiting_ranks")} for s in data["stragglers"]] == [
+        {"rank": 2, "step": 2, "waiting_ranks": [0, 1, 3]}, {"rank": 2, "step": 4, "waiting_ranks": [0, 1, 3]}]
+    lines = table.splitlines()
+    for s in data["stragglers"]:
+        row = [str(s["step"]), "2", ms2(s["wait_ns"]), f"{100 * s['share']:.1f}", "%", "0,1,3", "13", "of", "13"]
+        assert any(line.split()[:9] == row for line in lines), row
+    assert len(data["steps"]) == 4 * 5  # every normal step of every rank
+    for r in data["steps"]:
+        figures = [ms2(r[c]) for c in ("cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns",
+                                       "exposed_comm_ns", "time_lost_ns")]
+        assert any(line.split()[:2] == [str(r["step"]), str(r["rank"])] and line.split()[2:10] == figures[:7] +
+                   [f"{r['cases']:,}"] for line in lines), (r["step"], r["rank"])
+
+
+def test_a_balanced_run_says_so(invoke) -> None:
+    result = invoke("ranks")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("No straggler in gpt2-nsys")
+    assert json.loads(invoke("ranks", "--format", "json").stdout)["stragglers"] == []
+
+
+def test_steps_keeps_the_longest(invoke) -> None:
+    data = json.loads(invoke("ranks", FOUR, "--format", "json").stdout)
+    longest = {}
+    for r in data["steps"]:
+        longest[r["step"]] = max(longest.get(r["step"], 0), r["gpu_ns"])
+    want = sorted(sorted(longest, key=lambda s: (-longest[s], s))[:2])
+    table = invoke("ranks", FOUR, "--steps", "2").stdout
+    assert "The 2 longest of 5 steps of gpt2-4rank-straggler-nsys" in table
+    steps_table = table.split("The 2 longest")[1].split("exposed:")[0]
+    shown = {int(line.split()[0]) for line in steps_table.splitlines() if len(line.split()) == 11
+             and line.split()[0].isdigit()}
+    assert shown == set(want)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("folder", sorted(ORACLE))
+def test_the_whole_capture_matches_hta(invoke, folder: str) -> None:
+    """The per-rank breakdown of `ranks --hta-compat` against HTA 0.5.0's temporal breakdown: within 0.5 %."""
+    result = invoke("ranks", SHARED / folder, "--hta-compat", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    ranks = {r["rank"]: r for r in json.loads(result.stdout)["ranks"]}
+    assert sorted(ranks) == sorted(int(r) for r in ORACLE[folder])
+    for rank, want in ORACLE[folder].items():
+        got = ranks[int(rank)]
+        for ours, theirs in (("idle_ns", "idle_us"), ("compute_ns", "compute_us"),
+                             ("non_compute_ns", "non_compute_us"), ("span_ns", "kernel_time_us")):
+            assert got[ours] / 1000 == pytest.approx(want[theirs], rel=0.005), (ours, rank)
