@@ -114,8 +114,11 @@ class Trace:
 
     def close(self) -> None:
         self._frames = {}
-        self._con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
-        self._con.close()
+        try:
+            self._con.interrupt()  # a query a Ctrl-C left streaming would otherwise hold close() until it ends
+            self._con.close()
+        except duckdb.ConnectionException:  # closed already: a Ctrl-C landed while it was being sealed
+            pass
         self.closed = True
 
     def __enter__(self) -> Trace:
