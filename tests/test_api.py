@@ -69,3 +69,10 @@ def test_errors_are_one_family(tmp_path) -> None:
     with traceql.read_trace() as t, pytest.raises(traceql.QueryError):
         t.sql("SELECT * FROM nothing_here")
     assert issubclass(traceql.SchemaError, traceql.TraceqlError)
+
+
+def test_every_public_name_resolves() -> None:
+    """What ``traceql.__all__`` promises is there, loaded on first use."""
+    for name in traceql.__all__:
+        assert getattr(traceql, name) is not None, name
+    assert traceql.ranks.__module__ == "traceql.commands.ranks" and traceql.diff.__module__ == "traceql.commands.diff"

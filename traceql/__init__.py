@@ -4,6 +4,8 @@
     >>> trace = traceql.read_trace("report.sqlite")
     >>> trace.sql("SELECT rank, count(*) FROM kernels GROUP BY rank")
     >>> result = traceql.detect("ddp.sqlite", baseline=["single_gpu.sqlite"])
+    >>> traceql.ranks("runs/gpt2-nsys").stragglers       # the rank the others waited for, step by step
+    >>> traceql.diff("before.sqlite", "after.sqlite").verdict
 
 Every command is a function of ``traceql.commands.<command>``; the names here are the common ones. The
 analysis modules load on first use, so ``traceql collect`` runs where only torch is installed.
@@ -19,14 +21,18 @@ __all__ = [
     "CollectFailed",
     "Dataset",
     "DetectResult",
+    "DiffResult",
     "InputError",
     "OptionError",
     "QueryError",
+    "RanksResult",
     "SchemaError",
     "SlowdownDetector",
     "Trace",
     "TraceqlError",
     "detect",
+    "diff",
+    "ranks",
     "read_trace",
     "trace_info",
 ]
@@ -34,7 +40,9 @@ __version__ = "0.1.0"
 
 _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.commands.info",
          "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling",
-         "SlowdownDetector": "analyzers.detection.detector", "Dataset": "traceql.dataset.store"}
+         "SlowdownDetector": "analyzers.detection.detector", "Dataset": "traceql.dataset.store",
+         "ranks": "traceql.commands.ranks", "RanksResult": "traceql.commands.ranks",
+         "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff"}
 
 
 def __getattr__(name: str) -> Any:
