@@ -19,7 +19,9 @@ LOCAL_KEYS: dict[str, tuple[type, ...]] = {"world_size": (int,), "cap_size": (in
                                            "batchsize": (int,)}
 # optional: one rank sleeps at the start of chosen window steps (``step_<i>``), making it the straggler the
 # others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
-OPTIONAL_LOCAL_KEYS = ("straggler",)
+# optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of
+# batchsize each, DDP's all-reduce on the last only (what `traceql solve` chooses; 1 and 1 by default)
+OPTIONAL_LOCAL_KEYS = ("straggler", "accumulation_steps", "virtual_workers")
 GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
 
 
@@ -78,6 +80,10 @@ def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
             raise CollectError(f"{where}: {key} must be positive, got {value}")
     if "straggler" in config:
         check_straggler(config["straggler"], config["world_size"], where)
+    for key in ("accumulation_steps", "virtual_workers"):
+        value = config.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CollectError(f"{where}: {key} must be a positive int, got {json.dumps(value)}")
     return config
 
 

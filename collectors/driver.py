@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,16 @@ def communication_off(model: Any):  # noqa: ANN201 - a context manager
         model.require_forward_param_sync = saved
 
 
+def ddp_buckets(model: Any) -> list[int] | None:
+    """The bytes of each DDP gradient bucket, in the order they are reduced (as DDP rebuilt them after its
+    first step); None for a model that is not DDP."""
+    if not hasattr(model, "_get_ddp_logging_data"):
+        return None
+    data = model._get_ddp_logging_data()
+    sizes = str(data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or "")
+    return [int(x) for x in sizes.split(",") if x.strip()] or None
+
+
 def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     import torch
 
@@ -65,6 +75,7 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     spe = len(loader) if hasattr(loader, "__len__") else None
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     window = Window(args, rank, use_cuda, spe)
+    micro = args.accumulation_steps * args.virtual_workers
     result["window"] = {"epoch": window.epoch, "start": window.start, "steps": window.count, "steps_per_epoch": spe,
                         "profiled": window.profiled, "isolated_before": sorted(window.isolated_at)}
     if window.isolated_at and world > 1 and not hasattr(model, "no_sync"):
@@ -76,11 +87,13 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                     mod.backward_pass(mod.forward_pass(model, inputs))
                     opt.zero_grad(set_to_none=True)  # the gradients are dropped: no optimizer step
             with window.step(epoch, index):
-                out = mod.forward_pass(model, inputs)
-                mod.backward_pass(out)
+                for m in range(micro):  # the gradients of all, DDP's all-reduce in the last only
+                    with communication_off(model) if m < micro - 1 else nullcontext():
+                        mod.backward_pass(mod.forward_pass(model, inputs))
                 opt.step()
                 opt.zero_grad(set_to_none=True)
     result["step_times_ms"] = window.times
+    result["ddp_buckets"] = ddp_buckets(model)
     result["files"] = window.files
     session.finish(world)
 
@@ -179,6 +192,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--epochs", type=int, required=True)
     ap.add_argument("--batchsize", type=int, required=True)
     ap.add_argument("--cap-size", type=float, required=True)
+    ap.add_argument("--accumulation-steps", type=int, default=1)
+    ap.add_argument("--virtual-workers", type=int, default=1)
     ap.add_argument("--straggler", type=straggler, default=None,
                     help="RANK:STEPS:MS: rank RANK sleeps MS ms at the start of window steps STEPS (1,3)")
     for name, default in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1), ("skip-first", 0)):

@@ -84,7 +84,8 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
             "--device", lopts.device, "--window-steps", str(opts.window_steps), "--isolated-steps", str(isolated),
             "--epochs", str(local["epochs"]),
             "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args,
-            *straggler_args(local.get("straggler"))]
+            "--accumulation-steps", str(local.get("accumulation_steps", 1)),
+            "--virtual-workers", str(local.get("virtual_workers", 1)), *straggler_args(local.get("straggler"))]
 
 
 def straggler_args(straggler: dict[str, Any] | None) -> list[str]:
