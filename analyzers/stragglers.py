@@ -26,17 +26,20 @@ MIN_WAIT_NS = 1_000_000
 
 _STEP = ["run_id", "step"]
 ARRIVALS = {"run_id": pl.String, "step": pl.Int32, "collective": pl.String, "index": pl.UInt32,
-            "rank": pl.Int32, "arrival_ns": pl.Int64, "wait_ns": pl.Int64, "last": pl.Boolean, "held_ns": pl.Int64}
+            "rank": pl.Int32, "arrival_ns": pl.Int64, "duration_ns": pl.Int64, "wait_ns": pl.Int64,
+            "last": pl.Boolean, "held_ns": pl.Int64}
 
 
 def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
-    """One row per rank and collective of the normal steps: its arrival on the common clock, how long it
-    waited for the last rank (``wait_ns``), whether it was the last and for how long it held the others
-    (``held_ns``: 0 unless last)."""
+    """One row per rank and collective of the normal steps: its arrival on the common clock, its kernel's
+    duration, how long it waited for the last rank (``wait_ns``), whether it was the last and for how long it
+    held the others (``held_ns``: 0 unless last). The last rank's duration is the collective's own time: it
+    waited for nobody."""
     comm = (kernels.lazy().filter((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync"))
             .join(ranks.lazy().select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
             .select("run_id", "rank", "step", pl.col("collective").fill_null(pl.col("short_name")),
-                    (pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)).alias("arrival_ns"))
+                    (pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)).alias("arrival_ns"),
+                    (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
             .sort("run_id", "rank", "step", "arrival_ns")
             .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over("run_id", "rank", "step", "collective")
                           .alias("index")))

@@ -17,12 +17,12 @@ LAYERS = [
     ("traceql.errors",),
     ("traceql.model",),
     ("traceql.sources", "traceql.trace", "traceql.export", "traceql.labelling", "traceql.dataset",
-     "traceql.collecting", "traceql.parallel", "traceql.merge"),
+     "traceql.collecting", "traceql.parallel", "traceql.merge", "traceql.tuning"),
     ("traceql.commands",),
     ("traceql.cli", "traceql.__main__"),
 ]
 RUN_WORKLOADS = ("traceql.collecting", "traceql.commands.collect", "traceql.dataset.build",
-                 "traceql.sources.runfolder")
+                 "traceql.sources.runfolder", "traceql.commands.profile", "traceql.tuning")
 
 
 def module_name(path: Path) -> str:
