@@ -34,6 +34,7 @@ __all__ = [
     "diff",
     "ranks",
     "read_trace",
+    "solve",
     "trace_info",
 ]
 __version__ = "0.1.0"
@@ -42,7 +43,7 @@ _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": 
          "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling",
          "SlowdownDetector": "analyzers.detection.detector", "Dataset": "traceql.dataset.store",
          "ranks": "traceql.commands.ranks", "RanksResult": "traceql.commands.ranks",
-         "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff"}
+         "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff", "solve": "traceql.commands.solve"}
 
 
 def __getattr__(name: str) -> Any:

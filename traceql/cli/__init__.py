@@ -9,6 +9,8 @@ import typer
 
 from traceql.cli import collect, common, dataset, detect, export, info, query, ranks, report
 from traceql.cli import diff as diff_cli
+from traceql.cli import profile as profile_cli
+from traceql.cli import solve as solve_cli
 
 app = typer.Typer(
     help="Trace analysis and slowdown detection for distributed PyTorch training.",
@@ -44,8 +46,10 @@ app.command()(ranks.ranks)
 app.command()(collect.collect)
 app.command()(report.report)
 app.command()(diff_cli.diff)
+app.command()(solve_cli.solve)
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(export.app, name="export")
+app.add_typer(profile_cli.app, name="profile")
 
 if __name__ == "__main__":  # python -m traceql.cli
     app()

@@ -1,0 +1,142 @@
+"""`traceql solve`: the configuration (local batch and virtual workers per node, accumulation steps, bucket
+cap) that minimises the predicted iteration time for a global batch on a cluster, from profile files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyzers import solver
+from analyzers.solver import Config, Node, Space
+from traceql.errors import InputError, OptionError
+from traceql.tuning import Profiles, read_cluster, read_profiles
+
+__all__ = ["SolveResult", "solve"]
+
+BETWEEN_NODES = ("network", "inter-node")  # a buckets profile's interconnect measured across nodes
+SUGGEST_UP_TO = 4  # infeasible --global-batch N: reachable batches up to this many times N are suggested
+
+
+@dataclass
+class SolveResult:
+    """The best configuration and the runner-ups (``configs``, best first), the equal split it is compared
+    with (``naive``, or why it is not feasible), and where the figures came from."""
+
+    global_batch: int
+    model: str
+    nodes: tuple[Node, ...]
+    configs: list[Config]
+    naive: Config | None
+    naive_reason: str | None
+    limits: dict[str, int]
+    communication: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Config:
+        return self.configs[0]
+
+    @property
+    def gain_pct(self) -> float | None:
+        """How much faster the best configuration is predicted to be than the equal split (% of throughput)."""
+        if self.naive is None or self.best.time_ms <= 0:
+            return None
+        return 100.0 * (self.naive.time_ms / self.best.time_ms - 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"global_batch": self.global_batch, "model": self.model,
+                "cluster": [{"name": n.name, "gpu": n.gpu, "count": n.count} for n in self.nodes],
+                "gpus": sum(n.count for n in self.nodes), **self.limits, "communication": self.communication,
+                "best": self.best.to_dict(), "runner_ups": [c.to_dict() for c in self.configs[1:]],
+                "naive": {"feasible": self.naive is not None, "reason": self.naive_reason,
+                          "config": self.naive.to_dict() if self.naive else None, "gain_pct": self.gain_pct},
+                "notes": self.notes}
+
+
+def _at_least(value: int, least: int, option: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise OptionError(f"{option} must be an integer of at least {least}, got {value!r}")
+
+
+def _costs(profiles: Profiles, nodes: tuple[Node, ...]) -> dict[str, list[solver.BatchCost]]:
+    costs: dict[str, list[solver.BatchCost]] = {}
+    for node in nodes:
+        if node.gpu not in costs:
+            memory = profiles.require("memory", node.gpu, node.name)
+            compute = profiles.require("compute", node.gpu, node.name)
+            costs[node.gpu] = solver.batch_costs(memory, compute)
+            if not costs[node.gpu]:
+                raise InputError(f"no batch that fits on {node.gpu!r} is in its compute profile "
+                                 f"({profiles.path('compute', node.gpu)})", path=str(profiles.path("memory", node.gpu)))
+    return costs
+
+
+def _buckets(profiles: Profiles, nodes: tuple[Node, ...], notes: list[str],
+             ) -> tuple[tuple[solver.CapCost, ...], dict[str, Any] | None]:
+    """The caps of the buckets profile that fits the cluster best (of a GPU in it, measured on the nearest
+    number of GPUs) and where they come from; notes on how far that measurement is from this cluster."""
+    found, gpus = profiles.of_kind("buckets"), sum(n.count for n in nodes)
+    if gpus == 1:
+        notes.append("one GPU: no communication, no bucket cap to choose")
+        return (), None
+    if not found:
+        notes.append(f"no buckets profile in {profiles.folder}: communication counted as 0, no bucket cap chosen")
+        return (), None
+    ours = [g for g in dict.fromkeys(n.gpu for n in nodes) if g in found] or list(found)
+    gpu = min(ours, key=lambda g: abs(found[g]["world_size"] - gpus))
+    data = found[gpu]
+    where = f"communication from {profiles.path('buckets', gpu)} ({data['world_size']} GPUs, {data['interconnect']})"
+    if data["world_size"] != gpus:
+        where += f"; this cluster has {gpus} GPUs: taken as measured"
+    if gpu not in {n.gpu for n in nodes}:
+        where += f"; measured on {gpu}, which no node has"
+    if len(nodes) > 1 and data["interconnect"] not in BETWEEN_NODES:
+        where += f"; measured within one node, this cluster spans {len(nodes)}: likely an underestimate"
+    notes.append(where)
+    caps = tuple(solver.cap_costs(data))
+    if not caps:
+        notes.append(f"{profiles.path('buckets', gpu)} lists no cap: communication counted as 0, no cap chosen")
+        return (), None
+    return caps, {"file": str(profiles.path("buckets", gpu)), "gpu": gpu, "world_size": data["world_size"],
+                  "interconnect": data["interconnect"]}
+
+
+def _unreachable(space: Space, global_batch: int) -> OptionError:
+    near = solver.nearest(solver.reachable(space, SUGGEST_UP_TO * global_batch), global_batch)
+    return OptionError(
+        f"--global-batch {global_batch}: no configuration reaches it exactly (accumulation × Σ count × virtual "
+        f"workers × batch, with accumulation ≤ {space.max_accumulation}, virtual workers ≤ {space.max_virtual} "
+        f"and the profiled batches that fit); "
+        + (f"reachable near it: {', '.join(map(str, near))}" if near else
+           f"none is reachable up to {SUGGEST_UP_TO * global_batch}"))
+
+
+def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapping[str, Any], *,
+          max_accumulation: int = 8, max_virtual: int = 4, top: int = 5) -> SolveResult:
+    """The configuration that minimises the predicted iteration time for ``global_batch`` samples per
+    iteration on ``cluster`` (a cluster file, or its object), from the profiles in ``profile_dir``, and the
+    ``top`` next best (``analyzers.solver``)."""
+    _at_least(global_batch, 1, "--global-batch")
+    _at_least(max_accumulation, 1, "--max-accumulation")
+    _at_least(max_virtual, 1, "--max-virtual")
+    _at_least(top, 0, "--top")
+    nodes = read_cluster(cluster)
+    profiles = read_profiles(profile_dir)
+    notes: list[str] = []
+    caps, communication = _buckets(profiles, nodes, notes)
+    space = Space(nodes, _costs(profiles, nodes), caps, max_accumulation, max_virtual)
+    configs = solver.solve(space, global_batch, top=top)
+    if not configs:
+        raise _unreachable(space, global_batch)
+    naive = solver.naive(space, global_batch)
+    shown = configs + ([naive] if isinstance(naive, Config) else [])
+    if guessed := sorted({c.cap.cap_mb for c in shown if c.cap.estimated}):
+        notes.append(f"cap(s) {', '.join(f'{c:g}' for c in guessed)} MB: no trace measured the exposed "
+                     "communication; estimated as the last bucket's all-reduce, no overlap tax (marked ~)")
+    return SolveResult(
+        global_batch=global_batch, model=next(iter(profiles.data.values()))["model"], nodes=nodes, configs=configs,
+        naive=naive if isinstance(naive, Config) else None, naive_reason=None if isinstance(naive, Config) else naive,
+        limits={"max_accumulation": max_accumulation, "max_virtual": max_virtual, "top": top},
+        communication=communication, notes=notes)
