@@ -2,7 +2,8 @@
 
 Memory and compute are measured by running the model (``collectors.profile_model``); buckets are read from
 runs `traceql collect` made (their traces and the DDP buckets their ranks recorded); merge gathers the
-folders several nodes wrote. The format is ``collectors.profile_format``'s.
+folders several nodes wrote. The format is ``collectors.profile_format``'s. Memory and compute need only
+torch (what a GPU node may be limited to): the trace analysis loads for ``buckets`` alone.
 """
 
 from __future__ import annotations
@@ -11,19 +12,16 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from analyzers.buckets import bucket_times, comm_model
-from analyzers.stragglers import arrivals
 from collectors import manifest
 from collectors.files import atomic_path, write_json
 from collectors.profile_format import FORMAT, file_name, profile, validate
 from collectors.profiling import run_profile
-from traceql.commands.ranks import ranks
 from traceql.errors import InputError, OptionError
-from traceql.labelling import read_timeline
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["buckets", "compute", "memory", "merge"]
 
@@ -70,6 +68,11 @@ def _median_ms(values: pl.Series) -> float | None:
 
 def _cap_entry(run: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """One run folder as a ``caps`` entry of a buckets profile, and notes."""
+    from analyzers.buckets import bucket_times
+    from analyzers.stragglers import arrivals
+    from traceql.commands.ranks import ranks
+    from traceql.labelling import read_timeline
+
     local = info["input"]["local_config"]
     results = manifest.read_results(run)
     sizes = next((r["ddp_buckets"] for r in results.values() if r.get("ddp_buckets")), None) or []
@@ -97,6 +100,8 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
     """A buckets profile from run folders of one model at one or more ``bucket_cap_mb``: per cap, the buckets
     and their all-reduce times, the exposed communication and overlap tax per step; the all-reduce model fitted
     to every bucket. Returns the file written into ``out`` and notes."""
+    from analyzers.buckets import comm_model
+
     infos = []
     for run in map(Path, runs):
         info = manifest.read(run)
