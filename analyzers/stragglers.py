@@ -23,6 +23,9 @@ import polars as pl
 
 MIN_SHARE = 0.10  # of the step's median GPU time
 MIN_WAIT_NS = 1_000_000
+# A collective ends on every rank together: when the ranks' ends lie further apart than this (the median over
+# a run's collectives), their clocks do not agree, and arrivals cannot be compared (measured: 2-24 us)
+MAX_END_SKEW_NS = 1_000_000
 
 _STEP = ["run_id", "step"]
 ARRIVALS = {"run_id": pl.String, "step": pl.Int32, "collective": pl.String, "index": pl.UInt32,
@@ -54,6 +57,15 @@ def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
            .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).alias("held_ns"))
            .select(*ARRIVALS).sort(*group, "rank"))
     return out.collect().cast(ARRIVALS)  # type: ignore[arg-type]
+
+
+def end_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
+    """Per run: the median over its collectives of how far apart their ends lie on the ranks
+    (``end_skew_ns``); far above :data:`MAX_END_SKEW_NS`, the ranks' clocks disagree."""
+    group = ["run_id", "step", "collective", "index"]
+    end = pl.col("arrival_ns") + pl.col("duration_ns")
+    return (arrivals_.group_by(group).agg((end.max() - end.min()).alias("spread"))
+            .group_by("run_id").agg(pl.col("spread").median().alias("end_skew_ns")).sort("run_id"))
 
 
 def step_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:

@@ -4,6 +4,7 @@ steps, as the run's manifest says they were injected); balanced runs name none."
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -116,3 +117,14 @@ def test_step_breakdown_matches_a_sweep_over_each_step() -> None:
         assert row["gpu_ns"] == span and row["idle_ns"] == span - _union(everything)
         hidden = _union(comp) + _union(comm) - _union(comp + comm)  # |A ∩ B| = |A| + |B| - |A ∪ B|
         assert row["exposed_comm_ns"] == row["comm_ns"] - hidden
+
+
+def test_ranks_whose_clocks_disagree_name_no_straggler(tmp_path: Path) -> None:
+    """Rank 0 of one capture and rank 1 of another, given as one run: their collectives end seconds apart
+    (a collective ends on every rank at once), so arrivals cannot be compared and no straggler is named."""
+    shutil.copyfile(DDP_FILES[0], tmp_path / "x_rank0.sqlite")
+    shutil.copyfile(next((INRUN_TRACE / "traces").glob("*_rank1.sqlite")), tmp_path / "x_rank1.sqlite")
+    result = ranks(tmp_path)
+    assert result.unaligned == ["x"] and result.stragglers.is_empty()
+    assert any("their clocks disagree" in n for n in result.notes)
+    assert result.steps["rank"].unique().sort().to_list() == [0, 1]  # the steps are still broken down

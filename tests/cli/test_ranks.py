@@ -79,3 +79,13 @@ def test_the_whole_capture_matches_hta(invoke, folder: str) -> None:
         for ours, theirs in (("idle_ns", "idle_us"), ("compute_ns", "compute_us"),
                              ("non_compute_ns", "non_compute_us"), ("span_ns", "kernel_time_us")):
             assert got[ours] / 1000 == pytest.approx(want[theirs], rel=0.005), (ours, rank)
+
+
+def test_many_stragglers_keep_the_longest_waits(invoke) -> None:
+    data = json.loads(invoke("ranks", FOUR, "--format", "json").stdout)
+    longest = max(data["stragglers"], key=lambda s: s["wait_ns"])
+    table = invoke("ranks", FOUR, "--steps", "1").stdout
+    assert "The 1 longest waits of 2 stragglers of gpt2-4rank-straggler-nsys" in table
+    shown = table.split("stragglers of")[1].split("waited:")[0]
+    assert [line.split()[0] for line in shown.splitlines() if line.split() and line.split()[0].isdigit()] == [
+        str(longest["step"])]

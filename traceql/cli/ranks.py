@@ -20,7 +20,7 @@ def ranks(
     ] = None,
     fmt: FormatOption = Format.table,
     threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
-    steps: Annotated[int, typer.Option("--steps", help="at most this many steps in the table (the longest)",
+    steps: Annotated[int, typer.Option("--steps", help="at most this many steps (the longest) and stragglers",
                                        min=1)] = 12,
     hta_compat: Annotated[
         bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
@@ -37,7 +37,10 @@ def ranks(
         emit_json(result.to_dict())
         return
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
-        _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id))
+        if run_id in result.unaligned:
+            console.print(f"[bold]Stragglers[/bold] of {run_id}: not measured, its ranks' clocks disagree")
+        else:
+            _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id), steps)
         _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps)
         print_ranks(run_id, rows)
 
@@ -46,11 +49,16 @@ def _ms(ns: Any) -> str:
     return f"{ns / 1e6:,.2f}"
 
 
-def _print_stragglers(run_id: str, rows: Any) -> None:
+def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
+    """One run's stragglers in step order; of many, the ``limit`` that kept the others waiting longest."""
     if rows.is_empty():
         console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting 10 % of a step")
         return
-    out = table(f"Stragglers of {run_id}", (
+    title = f"Stragglers of {run_id}"
+    if rows.height > limit:
+        title = f"The {limit} longest waits of {rows.height} stragglers of {run_id} (--steps N for more)"
+        rows = rows.sort(["wait_ns", "step"], descending=[True, False]).head(limit).sort("step")
+    out = table(title, (
         "step", "rank", "waited ms", "of step", "waiting ranks", "last at"), left={"waiting ranks", "last at"})
     for r in rows.iter_rows(named=True):
         out.add_row(str(r["step"]), str(r["rank"]), _ms(r["wait_ns"]), f"{100 * r['share']:.1f} %",

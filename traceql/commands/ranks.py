@@ -11,7 +11,7 @@ import polars as pl
 
 from analyzers.detection.labels import PAIRED_FACTOR
 from analyzers.steps import STEP_KEY, step_breakdown
-from analyzers.stragglers import arrivals, step_skew, stragglers
+from analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, step_skew, stragglers
 from traceql.commands import options
 from traceql.commands.detect import _import_detector
 from traceql.labelling import Baseline, label, read_baseline, read_timeline
@@ -31,10 +31,11 @@ class RanksResult:
     ranks: pl.DataFrame
     modes: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
 
     def to_dict(self) -> dict[str, Any]:
-        return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "steps": self.steps.to_dicts(),
-                "ranks": self.ranks.to_dicts(), "notes": self.notes}
+        return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
+                "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
 
 
 def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
@@ -52,11 +53,18 @@ def _one_run(paths: list[Path] | None, baseline: Baseline | None, threshold: flo
              .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
              .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
     arrived = arrivals(timeline.kernels, timeline.ranks)
+    notes, unaligned = list(labelled.notes), []
+    for run, skew in end_skew(arrived).iter_rows():
+        if skew > MAX_END_SKEW_NS:
+            notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
+                         "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
+            unaligned.append(run)
+    arrived = arrived.filter(~pl.col("run_id").is_in(unaligned))
     named = stragglers(arrived, _step_time(steps))
     evidence = step_skew(arrived).select("run_id", "step", "rank", "last_at", "collectives")
     named = named.join(evidence, on=["run_id", "step", "rank"], how="left")
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, list(labelled.notes))
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned)
 
 
 def ranks(
@@ -83,4 +91,4 @@ def ranks(
         stragglers=pl.concat([p.stragglers for p in parts]).sort("run_id", "step", "rank"),
         ranks=pl.concat([p.ranks for p in parts], how="diagonal_relaxed").sort("run_id", "rank"),
         modes={k: v for p in parts for k, v in p.modes.items()},
-        notes=list(dict.fromkeys(n for p in parts for n in p.notes)))
+        notes=list(dict.fromkeys(n for p in parts for n in p.notes)), unaligned=[u for p in parts for u in p.unaligned])
