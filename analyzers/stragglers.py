@@ -80,14 +80,15 @@ def step_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
 def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: float = MIN_SHARE,
                min_wait_ns: int = MIN_WAIT_NS) -> pl.DataFrame:
     """The stragglers (module doc): one row per (run_id, step) that has one, with ``rank``, ``step``,
-    ``wait_ns`` (how long it held the others), ``waiting_ranks`` (sorted) and ``share`` (wait_ns over the
-    step's time). ``step_ns``: per (run_id, step) the step's time (``step_ns``)."""
+    ``wait_ns`` (how long it held the others), ``waiting_ranks`` (sorted), ``share`` (wait_ns over the
+    step's time) and the evidence: ``last_at`` of the step's ``collectives``. ``step_ns``: per (run_id, step)
+    the step's time (``step_ns``)."""
     skew = step_skew(arrivals_)
     first = skew.group_by("run_id").agg(pl.col("step").min().alias("first"))
     floor = pl.max_horizontal(pl.lit(min_wait_ns), (min_share * pl.col("step_ns")).cast(pl.Int64))
     named = (skew.join(first, on="run_id").filter(pl.col("step") != pl.col("first"))
              .join(step_ns, on=_STEP).filter(pl.col("held_ns") >= floor)
-             .select(*_STEP, "rank", pl.col("held_ns").alias("wait_ns"), "step_ns"))
+             .select(*_STEP, "rank", pl.col("held_ns").alias("wait_ns"), "step_ns", "last_at", "collectives"))
     waited = (skew.join(named.select(*_STEP, pl.col("rank").alias("straggler"), pl.col("wait_ns").alias("held")),
                         on=_STEP)
               .filter(pl.col("rank") != pl.col("straggler"), pl.col("wait_ns") >= pl.col("held"))
@@ -95,5 +96,5 @@ def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: flo
     return (named.join(waited, on=_STEP, how="left")
             .with_columns(pl.col("waiting_ranks").fill_null([]),
                           (pl.col("wait_ns") / pl.col("step_ns")).round(4).alias("share"))
-            .select("run_id", "rank", "step", "wait_ns", "waiting_ranks", "share")
+            .select("run_id", "rank", "step", "wait_ns", "waiting_ranks", "share", "last_at", "collectives")
             .sort("run_id", "step", "rank"))

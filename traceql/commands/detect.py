@@ -41,7 +41,7 @@ class Labelling:
     single_trace: bool
 
 
-def _import_detector() -> None:
+def import_detector() -> None:
     """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
     the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
     if "analyzers.detection.detector" not in sys.modules:
@@ -51,7 +51,7 @@ def _import_detector() -> None:
 
 def label_run(paths: list[Path] | None, how: Labelling) -> DetectResult:
     """One run: its timeline read, labelled (a task of :func:`traceql.parallel.iter_tasks`)."""
-    _import_detector()
+    import_detector()
     timeline = read_timeline(paths)
     iso = how.baseline if not timeline.signatures().is_empty() else None
     return label(timeline, baseline=iso, threshold=how.threshold, top=how.top, detector=how.detector,

@@ -11,9 +11,9 @@ import polars as pl
 
 from analyzers.detection.labels import PAIRED_FACTOR
 from analyzers.steps import STEP_KEY, step_breakdown
-from analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, step_skew, stragglers
+from analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
 from traceql.commands import options
-from traceql.commands.detect import _import_detector
+from traceql.commands.detect import import_detector
 from traceql.labelling import Baseline, label, read_baseline, read_timeline
 from traceql.merge import split_runs
 from traceql.sources import inputs
@@ -24,7 +24,8 @@ __all__ = ["RanksResult", "ranks"]
 @dataclass
 class RanksResult:
     """Per step and rank: the breakdown, cases and time lost (``steps``); the stragglers, with the evidence
-    (``stragglers``); the whole capture per rank (``ranks``: `detect`'s breakdown)."""
+    (``stragglers``); the whole capture per rank (``ranks``: `detect`'s breakdown); the arrivals they come
+    from (``arrivals``)."""
 
     steps: pl.DataFrame
     stragglers: pl.DataFrame
@@ -32,6 +33,7 @@ class RanksResult:
     modes: dict[str, str]
     notes: list[str] = field(default_factory=list)
     unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
+    arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (analyzers.stragglers)
 
     def to_dict(self) -> dict[str, Any]:
         return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
@@ -45,7 +47,7 @@ def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
 
 def _one_run(paths: list[Path] | None, baseline: Baseline | None, threshold: float, hta_compat: bool,
              ) -> RanksResult:
-    _import_detector()
+    import_detector()
     timeline = read_timeline(paths)
     iso = baseline if not timeline.signatures().is_empty() else None
     labelled = label(timeline, baseline=iso, threshold=threshold, hta_compat=hta_compat)
@@ -59,12 +61,9 @@ def _one_run(paths: list[Path] | None, baseline: Baseline | None, threshold: flo
             notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
                          "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
             unaligned.append(run)
-    arrived = arrived.filter(~pl.col("run_id").is_in(unaligned))
-    named = stragglers(arrived, _step_time(steps))
-    evidence = step_skew(arrived).select("run_id", "step", "rank", "last_at", "collectives")
-    named = named.join(evidence, on=["run_id", "step", "rank"], how="left")
+    named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned)
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived)
 
 
 def ranks(
@@ -91,4 +90,5 @@ def ranks(
         stragglers=pl.concat([p.stragglers for p in parts]).sort("run_id", "step", "rank"),
         ranks=pl.concat([p.ranks for p in parts], how="diagonal_relaxed").sort("run_id", "rank"),
         modes={k: v for p in parts for k, v in p.modes.items()},
-        notes=list(dict.fromkeys(n for p in parts for n in p.notes)), unaligned=[u for p in parts for u in p.unaligned])
+        notes=list(dict.fromkeys(n for p in parts for n in p.notes)), unaligned=[u for p in parts for u in p.unaligned],
+        arrivals=pl.concat([p.arrivals for p in parts if p.arrivals is not None]))
