@@ -18,10 +18,6 @@ import polars as pl
 
 from analyzers.baselines.twins import canonical_steps, twin_baselines
 
-# A median step time within ±2 % of BEFORE's is "no change": on the shared H200 corpus the median step time
-# of one run varies by up to 0.57 % (bootstrap SD over its steps and ranks), so that of a difference of two
-# runs by about 0.6-0.8 %: 2 % is some three of those.
-NO_CHANGE_PCT = 2.0
 BY = ["rank"]  # ranks are matched by number
 KERNEL = ["rank", "step", "step_kind", "key", "launch_ns", "start_ns", "duration_ns", "signature", "short_name",
           "name"]
@@ -44,7 +40,7 @@ def change_pct(before: float | None, after: float | None) -> float | None:
     return 100.0 * (after - before) / before
 
 
-def verdict(change: float | None, tolerance: float = NO_CHANGE_PCT) -> str:
+def verdict(change: float | None, tolerance: float) -> str:
     """``regressed`` (slower by more than ``tolerance`` %), ``improved`` (faster by more), ``no change``
     (within it), ``unknown`` (no step time to compare)."""
     if change is None:

@@ -62,7 +62,7 @@ def test_ranks_pair_by_number() -> None:
 def test_change_and_verdict() -> None:
     assert d.change_pct(100.0, 104.1) == pytest.approx(4.1)
     assert d.change_pct(None, 1.0) is None and d.change_pct(0.0, 1.0) is None
-    assert [d.verdict(c) for c in (4.1, -3.0, 2.0, -1.9, 0.0, None)] == [
+    assert [d.verdict(c, 2.0) for c in (4.1, -3.0, 2.0, -1.9, 0.0, None)] == [
         "regressed", "improved", "no change", "no change", "no change", "unknown"]
     assert d.verdict(1.5, tolerance=1.0) == "regressed"
 

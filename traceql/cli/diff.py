@@ -21,13 +21,13 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.detect import LONG_SPAN_NS
+from traceql.commands.options import NO_CHANGE_PCT
 from traceql.model.names import display_name
 
 REGRESSED = 1  # the exit code of --fail-above
 Before = Annotated[Path, typer.Argument(help="the earlier run: a trace file or a folder of one run's traces",
                                          metavar="BEFORE", show_default=False)]
 After = Annotated[Path, typer.Argument(help="the later run, compared with BEFORE", metavar="AFTER", show_default=False)]
-NO_CHANGE_PCT = 2.0  # analyzers.diff.NO_CHANGE_PCT (not imported: the command line starts without polars)
 MODES = {"inrun": "in-run labels", "detector": "detector labels", "baseline": "baseline labels", "none": "no kernels"}
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from analyzers.diff import (
-    NO_CHANGE_PCT,
     change_pct,
     kernel_changes,
     new_kernels,
@@ -21,6 +20,7 @@ from analyzers.diff import (
     step_time,
     verdict,
 )
+from traceql.commands.options import NO_CHANGE_PCT
 from traceql.errors import InputError, OptionError
 from traceql.labelling import DetectResult, Timeline, label, read_timeline
 
