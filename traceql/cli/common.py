@@ -88,6 +88,12 @@ WorkersOption = Annotated[int, typer.Option("--workers", "-w", help="label the t
                                             "(Dask distributed); 1: one after another here", min=1)]
 SchedulerOption = Annotated[str | None, typer.Option("--scheduler", help="label the traces on the Dask "
                                                      "scheduler at ADDRESS (tcp://host:8786)", metavar="ADDRESS")]
+# the labelling options of every command that labels (detect, ranks, report, export)
+BaselineOption = Annotated[list[Path] | None, typer.Option(
+    "--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)")]
+ThresholdOption = Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")]
+HtaCompatOption = Annotated[bool, typer.Option(
+    "--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")]
 
 
 def fail(message: str, code: int) -> typer.Exit:

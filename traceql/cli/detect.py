@@ -9,10 +9,13 @@ import typer
 from rich.markup import escape
 
 from traceql.cli.common import (
+    BaselineOption,
     Files,
     Format,
     FormatOption,
+    HtaCompatOption,
     SchedulerOption,
+    ThresholdOption,
     WorkersOption,
     console,
     emit_json,
@@ -31,23 +34,18 @@ LONG_SPAN_NS = 100 * 10**9  # a rank's span from which the per-rank table is in 
 @guarded
 def detect(
     files: Files = None,
-    baseline: Annotated[
-        list[Path] | None,
-        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
-    ] = None,
+    baseline: BaselineOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="write one row per compute kernel (.parquet, .csv or .json)")
     ] = None,
     fmt: FormatOption = Format.table,
-    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    threshold: ThresholdOption = 1.2,
     top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
     metrics: Annotated[
         list[Path] | None,
         typer.Option("--metrics", "-m", help="ncu CSV(s) of the same workload: adds ncu_* metrics to --out rows"),
     ] = None,
-    hta_compat: Annotated[
-        bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
-    ] = False,
+    hta_compat: HtaCompatOption = False,
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,
@@ -155,14 +153,18 @@ def _print_steps(steps: Any) -> None:
     console.print(f"ms lost {what} (over ranks): {items}")
 
 
+def kernel_cell(row: dict[str, Any]) -> str:
+    """A kernel of a table: its display name, its grid and block on the line below (from its signature)."""
+    shape = (row["signature"] or "")[len(row["short_name"] or ""):].strip()
+    return escape(f"{display_name(row['name'] or '', row['short_name'] or '')}\n  {shape}")
+
+
 def _print_top(top_signatures: Any) -> None:
     runs = top_signatures["run_id"].n_unique() > 1
     cols = (("run",) if runs else ()) + ("kernel, grid / block", "cases", "ratio", "lost ms", "next to")
     top = table("Top slowed signatures (by time lost)", cols, wrap={"run", "kernel, grid / block"})
     for t in top_signatures.iter_rows(named=True):
-        shape = t["signature"][len(t["short_name"]):].strip()
-        top.add_row(*((escape(t["run_id"]),) if runs else ()),
-                    escape(f"{display_name(t['name'], t['short_name'])}\n  {shape}"),
+        top.add_row(*((escape(t["run_id"]),) if runs else ()), kernel_cell(t),
                     f"{t['cases']:,}/{t['instances']:,}", f"{t['median_ratio']:.2f}x", num_ms(t["time_lost_ns"]),
                     t["concurrent_comm"] or "-")
     console.print(top)

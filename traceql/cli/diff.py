@@ -20,9 +20,8 @@ from traceql.cli.common import (
     progress_bar,
     table,
 )
-from traceql.cli.detect import LONG_SPAN_NS
+from traceql.cli.detect import LONG_SPAN_NS, kernel_cell
 from traceql.commands.options import NO_CHANGE_PCT
-from traceql.model.names import display_name
 
 REGRESSED = 1  # the exit code of --fail-above
 Before = Annotated[Path, typer.Argument(help="the earlier run: a trace file or a folder of one run's traces",
@@ -115,11 +114,6 @@ def _print_ranks(ranks: Any) -> None:
     console.print("lost: GPU time the slowdowns added (ms), as traceql detect labels each run")
 
 
-def _kernel(row: dict[str, Any]) -> str:
-    shape = (row["signature"] or "")[len(row["short_name"] or ""):].strip()
-    return escape(f"{display_name(row['name'] or '', row['short_name'] or '')}\n  {shape}")
-
-
 def _print_kernels(result: Any, top: int) -> None:
     k, totals = result.kernels, result.kernel_totals()
     if k.is_empty() and result.new.is_empty():
@@ -129,7 +123,7 @@ def _print_kernels(result: Any, top: int) -> None:
                 ("kernel, grid / block", "n", "before ms", "after ms", "delta ms", "delta"),
                 wrap={"kernel, grid / block"})
     for r in k.head(top).iter_rows(named=True):
-        out.add_row(_kernel(r), f"{r['instances']:,}", num_ms(r["before_ns"]), num_ms(r["after_ns"]),
+        out.add_row(kernel_cell(r), f"{r['instances']:,}", num_ms(r["before_ns"]), num_ms(r["after_ns"]),
                     num_ms(r["delta_ns"]), _pct(r["delta_pct"]))
     console.print(out)
     console.print(f"paired: {totals['paired']:,} kernels, {num_ms(totals['paired_before_ns'])} -> "
@@ -143,5 +137,5 @@ def _print_kernels(result: Any, top: int) -> None:
                         left={"change"}, wrap={"kernel, grid / block"})
         for what, frame, col in (("new", result.new, "after_ns"), ("removed", result.removed, "before_ns")):
             for r in frame.head(top).iter_rows(named=True):
-                changed.add_row(what, _kernel(r), f"{r['instances']:,}", num_ms(r[col]))
+                changed.add_row(what, kernel_cell(r), f"{r['instances']:,}", num_ms(r[col]))
         console.print(changed)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import CONTEXT, Files, guarded, note, spinner
+from traceql.cli.common import CONTEXT, BaselineOption, Files, ThresholdOption, guarded, note, spinner
 
 app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True, context_settings=CONTEXT)
 
@@ -19,11 +19,8 @@ def perfetto(
         Path, typer.Option("--output", "-o", help="the Chrome trace JSON to write (.json, or .json.gz to gzip it)")
     ],
     files: Files = None,
-    baseline: Annotated[
-        list[Path] | None,
-        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
-    ] = None,
-    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = 1.2,
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,

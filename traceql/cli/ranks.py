@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, note, progress_bar, table
+from traceql.cli.common import (
+    BaselineOption,
+    Files,
+    Format,
+    FormatOption,
+    HtaCompatOption,
+    ThresholdOption,
+    console,
+    emit_json,
+    guarded,
+    note,
+    progress_bar,
+    table,
+)
 from traceql.cli.detect import print_ranks
 
 
 @guarded
 def ranks(
     files: Files = None,
-    baseline: Annotated[
-        list[Path] | None,
-        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
-    ] = None,
+    baseline: BaselineOption = None,
     fmt: FormatOption = Format.table,
-    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    threshold: ThresholdOption = 1.2,
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps (the longest) and stragglers",
                                        min=1)] = 12,
-    hta_compat: Annotated[
-        bool, typer.Option("--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")
-    ] = False,
+    hta_compat: HtaCompatOption = False,
 ) -> None:
     """Per step and rank: where the time went, slowdowns, and the stragglers the other ranks waited for."""
     from traceql.commands.ranks import ranks as run_ranks

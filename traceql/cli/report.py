@@ -7,20 +7,17 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import Files, guarded, note, spinner
+from traceql.cli.common import BaselineOption, Files, ThresholdOption, guarded, note, spinner
 
 
 @guarded
 def report(
     files: Files = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="the page to write (.html)")] = Path("report.html"),
-    baseline: Annotated[
-        list[Path] | None,
-        typer.Option("--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)"),
-    ] = None,
+    baseline: BaselineOption = None,
     step: Annotated[int | None, typer.Option(help="the step to draw (default: the one with the most time lost)")]
     = None,
-    threshold: Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")] = 1.2,
+    threshold: ThresholdOption = 1.2,
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,
