@@ -12,18 +12,9 @@ import pytest
 
 from tests.oracle import count, nsys_steps, rows
 from tests.paths import DDP_TRACE, NSYS
-from traceql.cli import common
 
 CAP25, CAP2 = NSYS / "gpt2_ddp2_cap25.sqlite", NSYS / "gpt2_ddp2_cap2.sqlite"
 KEYS = {"before", "after", "step_time", "ranks", "kernels", "kernel_totals", "new", "removed", "verdict", "notes"}
-
-
-@pytest.fixture
-def narrow():
-    before = common.console.width
-    common.console.width = 80
-    yield
-    common.console.width = before
 
 
 def median_step_ns(path: Path) -> float:

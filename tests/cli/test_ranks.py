@@ -8,18 +8,9 @@ import json
 import pytest
 
 from tests.paths import ROOT, RUNS, SHARED
-from traceql.cli import common
 
 FOUR = RUNS / "gpt2-4rank-straggler-nsys"
 ORACLE = json.loads((ROOT / "tests" / "data" / "hta_oracle.json").read_text())["folders"]
-
-
-@pytest.fixture(params=[80, 100])
-def width(request):
-    before = common.console.width
-    common.console.width = request.param
-    yield request.param
-    common.console.width = before
 
 
 def ms2(ns: float) -> str:

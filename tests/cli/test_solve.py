@@ -10,7 +10,6 @@ import pytest
 
 from tests import profiles as synth
 from tests.paths import ROOT
-from traceql.cli import common
 from traceql.tuning import read_cluster
 
 CLUSTERS = ROOT / "datasets" / "examples" / "clusters"
@@ -26,11 +25,6 @@ def mixed(tmp_path: Path) -> Path:
     return synth.cluster(tmp_path / "mixed.json", ("node0", synth.FAST, 1), ("node1", synth.SLOW, 1))
 
 
-@pytest.fixture
-def width80(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(common.console, "width", 80)
-
-
 def one_line_error(result, code: int = 2) -> str:
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
@@ -39,7 +33,7 @@ def one_line_error(result, code: int = 2) -> str:
 
 
 @pytest.mark.parametrize("global_batch", [8, 12, 48])
-def test_the_table_fits_80_columns(invoke, width80, folder: Path, mixed: Path, global_batch: int) -> None:
+def test_the_table_fits_80_columns(invoke, narrow, folder: Path, mixed: Path, global_batch: int) -> None:
     result = invoke("solve", folder, "--global-batch", global_batch, "--cluster", mixed)
     assert result.exit_code == 0, result.stderr
     out = result.stdout
@@ -48,7 +42,7 @@ def test_the_table_fits_80_columns(invoke, width80, folder: Path, mixed: Path, g
     assert "Runner-ups" in out
 
 
-def test_the_hand_worked_case(invoke, width80, folder: Path, mixed: Path) -> None:
+def test_the_hand_worked_case(invoke, narrow, folder: Path, mixed: Path) -> None:
     out = invoke("solve", folder, "-n", 8, "--cluster", mixed, "--top", 2).stdout
     lines = out.splitlines()
     assert lines[0] == "Best for a global batch of 8 on 2 GPUs (2 nodes): 23.00 ms, 347.8 samples/s"
@@ -76,7 +70,7 @@ def test_json_keys(invoke, folder: Path, mixed: Path) -> None:
     assert "likely an underestimate" in result.stderr  # measured on one node, used for two
 
 
-def test_one_gpu_and_an_estimated_cap(invoke, width80, folder: Path, tmp_path: Path) -> None:
+def test_one_gpu_and_an_estimated_cap(invoke, narrow, folder: Path, tmp_path: Path) -> None:
     one = synth.cluster(tmp_path / "one.json", ("n", synth.FAST, 1))
     result = invoke("solve", folder, "-n", 8, "--cluster", one)
     assert result.exit_code == 0 and "no bucket cap, no communication" in result.stdout and "one GPU" in result.stderr

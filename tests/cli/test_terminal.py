@@ -15,14 +15,6 @@ from tests.paths import DDP_TRACE, INRUN_TRACE, ROOT, RUNS, SINGLE_TRACE
 from traceql.cli import common
 
 
-@pytest.fixture(params=[80, 100])
-def width(request):
-    before = common.console.width
-    common.console.width = request.param
-    yield request.param
-    common.console.width = before
-
-
 def fits(text: str, width: int) -> None:
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= width

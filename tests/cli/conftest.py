@@ -1,0 +1,21 @@
+"""The terminal widths the command line's tests print at."""
+
+from __future__ import annotations
+
+import pytest
+
+from traceql.cli import common
+
+
+@pytest.fixture(params=[80, 100])
+def width(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The console at 80 columns, then at 100."""
+    monkeypatch.setattr(common.console, "width", request.param)
+    return request.param
+
+
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The console at 80 columns."""
+    monkeypatch.setattr(common.console, "width", 80)
+    return 80
