@@ -71,6 +71,22 @@ def _check_options(opts: ProfilerOptions, lopts: LaunchOptions, world: int) -> t
     return profile_ranks, isolated
 
 
+def runtime(spec: InputSpec, extra: dict[str, str] | None = None, *, one_gpu: bool = False,
+            ) -> tuple[dict[str, str], str, dict[str, Any]]:
+    """What a child running the input's model gets: its environment (the collectors importable, the input's
+    ``cuda_visible_devices`` — only the first with ``one_gpu`` — and ``extra``), the input's Python, and what
+    probing that Python found (checked against ``cuda_version_check``)."""
+    env = {**os.environ, **(extra or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
+    visible = spec.global_.get("cuda_visible_devices")
+    if visible:
+        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0] if one_gpu else visible
+    python = spec.global_.get("python_path") or sys.executable
+    info = probe_python(python, env)
+    check_cuda_version(info, spec.global_.get("cuda_version_check"))
+    return env, python, info
+
+
 def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: LaunchOptions, python: str,
                     profile_ranks: list[int], isolated: int) -> list[str]:
     local = spec.local
@@ -144,13 +160,7 @@ def _collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None, 
     spec = load_input(input_dir, overrides)
     world = spec.local["world_size"]
     profile_ranks, isolated = _check_options(opts, lopts, world)
-    env = {**os.environ, **lopts.env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT,
-                                                                                  os.environ.get("PYTHONPATH")]))}
-    if spec.global_.get("cuda_visible_devices"):
-        env["CUDA_VISIBLE_DEVICES"] = spec.global_["cuda_visible_devices"]
-    python = spec.global_.get("python_path") or sys.executable
-    info = probe_python(python, env)
-    check_cuda_version(info, spec.global_.get("cuda_version_check"))
+    env, python, info = runtime(spec, lopts.env)
     binary = find_binary(opts.name, spec.global_.get(f"{opts.name}_path")) if opts.name in ("nsys", "ncu") else None
     gpus = info.get("gpus", 0)
     device = lopts.device if lopts.device != "auto" else ("cuda" if gpus else "cpu")

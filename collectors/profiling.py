@@ -3,16 +3,13 @@ and first GPU, and say where its profile file went."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from collectors.config import load_input
 from collectors.errors import CollectError
-from collectors.launch import PACKAGE_ROOT
-from collectors.probe import check_cuda_version, probe_python
+from collectors.launch import runtime
 
 
 def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str],
@@ -21,13 +18,7 @@ def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str]
     ``out_dir``; returns the profile file written. CollectError when the input folder is wrong, this machine
     cannot run it (stage ``environment``), or the profiling failed (stage ``run``, with its last lines)."""
     spec = load_input(input_dir)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
-    visible = spec.global_.get("cuda_visible_devices")
-    if visible:
-        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0]  # one GPU: the profile is of one device
-    python = spec.global_.get("python_path") or sys.executable
-    info = probe_python(python, env)
-    check_cuda_version(info, spec.global_.get("cuda_version_check"))
+    env, python, _ = runtime(spec, one_gpu=True)  # one GPU: the profile is of one device
     out_dir.mkdir(parents=True, exist_ok=True)
     command = [python, "-m", "collectors.profile_model", "--input", str(spec.folder.resolve()), "--kind", kind,
                "--out", str(out_dir.resolve()), "--model", spec.name, "--cap-size", str(spec.local["cap_size"]),
