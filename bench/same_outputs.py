@@ -6,7 +6,8 @@
 Runs the installed ``traceql`` command (as a user does) over the embedded example, the in-run collection,
 the shared h200-ddp pairs and the Kineto toy run (both skipped when ../shared is absent): `detect --format
 json` and `--out` parquet, `ranks --format json`, `diff --format json`, `report` (the page, its plot ids
-made constant: plotly draws a random one per figure) and `export perfetto`. Prints one line per output.
+and the minute it was made masked: plotly draws a random id per figure) and `export perfetto`.
+Prints one line per output.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "datasets" / "h200-ddp"
 NSYS = SHARED / "nsys"
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute the page was made
 
 
 def inputs() -> dict[str, list[str]]:
@@ -66,7 +68,7 @@ def outputs(work: Path) -> dict[str, str]:
         found[f"ranks json {name}"] = digest(run(["ranks", *args, "--format", "json"], work))
         page = work / f"{name}.html"
         run(["report", *args, "-o", str(page)], work)
-        found[f"report {name}"] = digest(UUID.sub(b"uuid", page.read_bytes()))
+        found[f"report {name}"] = digest(STAMP.sub(b"stamp", UUID.sub(b"uuid", page.read_bytes())))
         chrome = work / f"{name}.json"
         run(["export", "perfetto", *args, "-o", str(chrome)], work)
         found[f"perfetto {name}"] = digest(chrome.read_bytes())
