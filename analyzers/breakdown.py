@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analyzers.intervals import intersection_length, union_length
+from traceql.analyzers.intervals import intersection_length, union_length
 
 RANK_KEY = ["run_id", "rank"]
 

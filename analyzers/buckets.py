@@ -3,7 +3,7 @@ model of the all-reduce fitted to them.
 
 DDP reduces its buckets in a fixed order, one all-reduce each, the same in every step: the k-th
 ``AllReduce`` of a normal step is bucket k. Its time is the kernel's duration on the rank that came to it
-last (``analyzers.stragglers``): that rank waited for nobody, so its kernel lasted the transfer alone; the
+last (``traceql.analyzers.stragglers``): that rank waited for nobody, so its kernel lasted the transfer alone; the
 other ranks' kernels also hold their wait.
 """
 

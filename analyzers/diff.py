@@ -1,7 +1,7 @@
 """Two runs of the same model compared: step time, the per-rank breakdown, and each compute kernel of the
 later run (AFTER) paired with its counterpart in the earlier one (BEFORE) by step alignment.
 
-Pairing is the twin alignment of ``analyzers.baselines.twins`` with BEFORE as the reference, rank by rank
+Pairing is the twin alignment of ``traceql.analyzers.baselines.twins`` with BEFORE as the reference, rank by rank
 (ranks matched by number): BEFORE's normal steps give one canonical step per rank and each position's median
 duration; every normal step of AFTER is aligned with it by key (demangled name + grid + block) in launch
 order, longest matching blocks first. A kernel of AFTER aligned with a position is *paired*; one aligned with
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzers.baselines.twins import canonical_steps, twin_baselines
+from traceql.analyzers.baselines.twins import canonical_steps, twin_baselines
 
 BY = ["rank"]  # ranks are matched by number
 KERNEL = ["rank", "step", "step_kind", "key", "launch_ns", "start_ns", "duration_ns", "signature", "short_name",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analyzers.intervals import merge, overlap_with_union, overlapping_pairs
+from traceql.analyzers.intervals import merge, overlap_with_union, overlapping_pairs
 
 GROUP = ["run_id", "rank", "device"]
 

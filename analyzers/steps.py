@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analyzers.intervals import grouped_lengths
+from traceql.analyzers.intervals import grouped_lengths
 
 STEP_KEY = ["run_id", "rank", "step"]
 BREAKDOWN = {"run_id": pl.String, "rank": pl.Int32, "step": pl.Int32, "cpu_ns": pl.Int64, "gpu_ns": pl.Int64,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzers.detection.detector import SlowdownDetector
+from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.commands.detect import detect
 
 ROOT = Path(__file__).resolve().parents[1]

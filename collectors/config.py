@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.errors import CollectError
+from traceql.collectors.errors import CollectError
 
 FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
 LOCAL_KEYS: dict[str, tuple[type, ...]] = {"world_size": (int,), "cap_size": (int, float), "epochs": (int,),

@@ -1,6 +1,6 @@
 """The training driver one rank runs: build the model and data from define_model.py, train, profile a window.
 
-    python -m collectors.driver --input DIR --run RUN_DIR --profiler nsys|ncu|torch|none [options]
+    python -m traceql.collectors.driver --input DIR --run RUN_DIR --profiler nsys|ncu|torch|none [options]
 
 Rank and world size come from the launcher's environment (torchrun's RANK/WORLD_SIZE/LOCAL_RANK, or
 mpirun's OMPI_COMM_WORLD_*, PMI_*, SLURM_*). The profiled window is ``--steps`` steps in the middle of the
@@ -24,9 +24,9 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from collectors import session
-from collectors.files import write_json
-from collectors.window import Window
+from traceql.collectors import session
+from traceql.collectors.files import write_json
+from traceql.collectors.window import Window
 
 
 def load_module(path: Path, name: str = "define_model") -> Any:
@@ -144,7 +144,7 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
 
     The launcher's settings arrive as TRACEQL_DRIVER_ARGS (the driver's own command line)::
 
-        from collectors.driver import script_session
+        from traceql.collectors.driver import script_session
         with script_session() as s:             # s.rank, s.world, s.device, s.args, s.window, s.result
             for epoch in range(s.args.epochs):
                 for i in range(steps):
@@ -180,7 +180,7 @@ def straggler(text: str) -> tuple[int, frozenset[int], float]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m collectors.driver")
+    ap = argparse.ArgumentParser(prog="python -m traceql.collectors.driver")
     ap.add_argument("--input", default=".")
     ap.add_argument("--run", required=True)
     ap.add_argument("--run-name", required=True)

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from collectors import manifest
-from collectors.errors import CollectError, Interrupted
-from collectors.session import rank_from_env
+from traceql.collectors import manifest
+from traceql.collectors.errors import CollectError, Interrupted
+from traceql.collectors.session import rank_from_env
 
 INTERRUPT_GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL when interrupted
 TIMEOUT_GRACE_S = 10.0  # the same after --timeout
@@ -253,7 +253,7 @@ def run_ranks(spec: Any, lopts: Any, python: str, launch_json: Path, run: Path, 
     if env_world != world:
         raise CollectError(f"the launcher started {env_world} ranks, local_config.json world_size is {world}")
     deadline = None if lopts.timeout is None else time.monotonic() + lopts.timeout
-    status = _supervise([python, "-m", "collectors.rankwrap", str(launch_json)], env, log, run, waiting,
+    status = _supervise([python, "-m", "traceql.collectors.rankwrap", str(launch_json)], env, log, run, waiting,
                         interrupts, {rank})
     if rank == 0 and status == "complete" and not _wait_for_peers(run, world, deadline):
         status = "timeout"

@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors import manifest
-from collectors.config import InputSpec, load_input
-from collectors.envlaunch import TIMEOUT_GRACE_S, Interrupts, exit_codes_of, run_ranks, stop
-from collectors.errors import CollectError
-from collectors.files import write_json
-from collectors.probe import check_cuda_version, probe_python
-from collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
-from collectors.session import rank_from_env
+from traceql.collectors import manifest
+from traceql.collectors.config import InputSpec, load_input
+from traceql.collectors.envlaunch import TIMEOUT_GRACE_S, Interrupts, exit_codes_of, run_ranks, stop
+from traceql.collectors.errors import CollectError
+from traceql.collectors.files import write_json
+from traceql.collectors.probe import check_cuda_version, probe_python
+from traceql.collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
+from traceql.collectors.session import rank_from_env
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # holds the collectors package
+# on a child's PYTHONPATH: a stub traceql package through which it imports the collectors alone (_child/)
+CHILD_PATH = str(Path(__file__).resolve().parent / "_child")
 
 
 @dataclass
@@ -77,7 +78,7 @@ def runtime(spec: InputSpec, extra: dict[str, str] | None = None, *, one_gpu: bo
     ``cuda_visible_devices`` — only the first with ``one_gpu`` — and ``extra``), the input's Python, and what
     probing that Python found (checked against ``cuda_version_check``)."""
     env = {**os.environ, **(extra or {}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": os.pathsep.join(filter(None, [CHILD_PATH, os.environ.get("PYTHONPATH")]))}
     visible = spec.global_.get("cuda_visible_devices")
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0] if one_gpu else visible
@@ -92,7 +93,7 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
     local = spec.local
     torch_args = [f"--torch-{k}={getattr(opts, 'torch_' + k.replace('-', '_'))}"
                   for k in ("wait", "warmup", "active", "repeat", "skip-first")]
-    driver = [python, "-m", "collectors.driver"]
+    driver = [python, "-m", "traceql.collectors.driver"]
     if spec.train_script is not None:  # the user's driver; it gets our settings in TRACEQL_DRIVER_ARGS
         driver = [python, str(spec.train_script.resolve())]
     return [*driver, "--input", str(spec.folder.resolve()), "--run", str(run.resolve()),
@@ -120,7 +121,7 @@ def _launcher_command(python: str, spec: InputSpec, lopts: LaunchOptions, launch
     else:
         cmd += [f"--nnodes={lopts.nnodes}", f"--node-rank={lopts.node_rank}", f"--rdzv-endpoint={lopts.rdzv_endpoint}",
                 f"--rdzv-id={lopts.rdzv_id}", f"--rdzv-backend={lopts.rdzv_backend}"]
-    return [*cmd, "-m", "collectors.rankwrap", str(launch_json)]
+    return [*cmd, "-m", "traceql.collectors.rankwrap", str(launch_json)]
 
 
 def _wait(proc: subprocess.Popen, timeout: float | None, progress: Callable[[str], None] | None,

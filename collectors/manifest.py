@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collectors.files import write_json
+from traceql.collectors.files import write_json
 
 FORMAT = "traceql-run/1"
 FORMAT_PREFIX = FORMAT.split("/")[0] + "/"  # any version of the run folder format

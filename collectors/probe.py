@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from collectors.errors import CollectError
+from traceql.collectors.errors import CollectError
 
 PROBE = """
 import json, sys

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collectors.errors import CollectError
+from traceql.collectors.errors import CollectError
 
 FORMAT = "traceql-profile/1"
 KINDS = ("memory", "compute", "buckets")

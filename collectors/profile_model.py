@@ -1,6 +1,6 @@
 """Memory and compute profiles of an input folder's model on this device, in a process of their own.
 
-    python -m collectors.profile_model --input DIR --kind memory|compute --out FILE [options]
+    python -m traceql.collectors.profile_model --input DIR --kind memory|compute --out FILE [options]
 
 The model is ``define_model.get_model(0, cap)`` alone (no process group, so no DDP), its data
 ``get_dataloader(0, batch)``'s first batch, and a training step ``forward_pass``, ``backward_pass`` and an
@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collectors.driver import load_module
-from collectors.files import write_json
-from collectors.profile_format import file_name, profile
+from traceql.collectors.driver import load_module
+from traceql.collectors.files import write_json
+from traceql.collectors.profile_format import file_name, profile
 
 
 class Step:
@@ -154,7 +154,7 @@ def compute(step: Step, batches: list[int], warmup: int, iterations: int,
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m collectors.profile_model")
+    ap = argparse.ArgumentParser(prog="python -m traceql.collectors.profile_model")
     ap.add_argument("--input", required=True)
     ap.add_argument("--kind", required=True, choices=["memory", "compute"])
     ap.add_argument("--out", required=True, help="the profile folder: the file is named after its kind and GPU")

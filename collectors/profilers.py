@@ -9,8 +9,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from collectors.errors import CollectError
-from collectors.files import atomic_path
+from traceql.collectors.errors import CollectError
+from traceql.collectors.files import atomic_path
 
 PROFILERS = ("none", "nsys", "ncu", "torch")
 ISOLATED_DEFAULT = 3
@@ -52,7 +52,7 @@ class ProfilerOptions:
         return ISOLATED_DEFAULT if self.name in ("nsys", "torch") and world_size > 1 else 0
 
     def isolated_slots(self) -> int:
-        """How many window steps an isolated step can precede (see ``collectors.window``)."""
+        """How many window steps an isolated step can precede (see ``traceql.collectors.window``)."""
         return min(self.torch_active, self.window_steps) if self.name == "torch" else self.steps - 1
 
     @property

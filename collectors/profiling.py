@@ -1,4 +1,4 @@
-"""Run :mod:`collectors.profile_model` for an input folder in a process of its own, with the input's Python
+"""Run :mod:`traceql.collectors.profile_model` for an input folder in a process of its own, with the input's Python
 and first GPU, and say where its profile file went."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from collectors.config import load_input
-from collectors.errors import CollectError
-from collectors.launch import runtime
+from traceql.collectors.config import load_input
+from traceql.collectors.errors import CollectError
+from traceql.collectors.launch import runtime
 
 
 def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str],
@@ -20,7 +20,7 @@ def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str]
     spec = load_input(input_dir)
     env, python, _ = runtime(spec, one_gpu=True)  # one GPU: the profile is of one device
     out_dir.mkdir(parents=True, exist_ok=True)
-    command = [python, "-m", "collectors.profile_model", "--input", str(spec.folder.resolve()), "--kind", kind,
+    command = [python, "-m", "traceql.collectors.profile_model", "--input", str(spec.folder.resolve()), "--kind", kind,
                "--out", str(out_dir.resolve()), "--model", spec.name, "--cap-size", str(spec.local["cap_size"]),
                *args]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,7 +1,7 @@
 """What the launcher starts for every rank: send the rank's output to its log, wrap it in the profiler if
 this rank is profiled, and become that command.
 
-    python -m collectors.rankwrap RUN_DIR/launch.json
+    python -m traceql.collectors.rankwrap RUN_DIR/launch.json
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from collectors.profilers import ProfilerOptions, wrap_command
-from collectors.session import rank_from_env
+from traceql.collectors.profilers import ProfilerOptions, wrap_command
+from traceql.collectors.session import rank_from_env
 
 
 def rank_command(spec: dict, rank: int) -> list[str]:

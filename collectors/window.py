@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from collectors.files import atomic_path
+from traceql.collectors.files import atomic_path
 
 
 class Window:

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from collectors.profile_format import file_name, profile
+from traceql.collectors.profile_format import file_name, profile
 
 FAST, SLOW = "Test GPU fast", "Test GPU slow"
 BATCHES = (1, 2, 4, 8, 16)

@@ -41,7 +41,7 @@ __version__ = "0.1.0"
 
 _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.commands.info",
          "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling",
-         "SlowdownDetector": "analyzers.detection.detector", "Dataset": "traceql.dataset.store",
+         "SlowdownDetector": "traceql.analyzers.detection.detector", "Dataset": "traceql.dataset.store",
          "ranks": "traceql.commands.ranks", "RanksResult": "traceql.commands.ranks",
          "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff", "solve": "traceql.commands.solve"}
 

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from collectors.errors import CollectError
-from collectors.launch import LaunchOptions, collect
-from collectors.profilers import ProfilerOptions
+from traceql.collectors.errors import CollectError
+from traceql.collectors.launch import LaunchOptions, collect
+from traceql.collectors.profilers import ProfilerOptions
 from traceql.errors import CollectFailed
 
 

@@ -5,7 +5,7 @@ and the slowed signatures.
 The reference, in order of preference: an isolated run given as baseline (``label_source`` baseline); the
 trace's own isolated steps (``step_<i>_nosync``, run with communication off: ``inrun``); else none, and the
 single-trace detector labels (``detector``). Against a reference, each kernel is compared with its twin
-(``analyzers.baselines.twins``).
+(``traceql.analyzers.baselines.twins``).
 
 Each input is read once (:func:`read_timeline`, :func:`read_baseline`); :func:`label` only computes. Steps
 return their warnings instead of writing them anywhere.
@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analyzers.baselines.isolated import match_rate
-from analyzers.baselines.twins import INPUTS as TWIN_INPUTS
-from analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
-from analyzers.breakdown import rank_breakdown
-from analyzers.cases import rank_cases, top_signatures
-from analyzers.compat import hta_view
-from analyzers.detection.ddp import bucket_copies
-from analyzers.detection.features import COLUMNS, feature_table
-from analyzers.detection.features import INPUTS as FEATURE_INPUTS
-from analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
-from analyzers.metrics import curated_columns, join_metrics
-from analyzers.overlap import comm_overlap
-from analyzers.reports import step_cost
+from traceql.analyzers.baselines.isolated import match_rate
+from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
+from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
+from traceql.analyzers.breakdown import rank_breakdown
+from traceql.analyzers.cases import rank_cases, top_signatures
+from traceql.analyzers.compat import hta_view
+from traceql.analyzers.detection.ddp import bucket_copies
+from traceql.analyzers.detection.features import COLUMNS, feature_table
+from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
+from traceql.analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
+from traceql.analyzers.metrics import curated_columns, join_metrics
+from traceql.analyzers.overlap import comm_overlap
+from traceql.analyzers.reports import step_cost
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
@@ -41,7 +41,7 @@ from traceql.sources.ncu import read_ncu
 from traceql.trace import read_trace
 
 if TYPE_CHECKING:
-    from analyzers.detection.detector import SlowdownDetector
+    from traceql.analyzers.detection.detector import SlowdownDetector
 
 LOW_MATCH = 0.5
 LOW_METRICS_MATCH = 0.9
@@ -248,7 +248,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
         "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
     if detector is None:
-        from analyzers.detection.detector import SlowdownDetector  # scikit-learn: see traceql.commands.detect
+        from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: see traceql.commands.detect
 
         detector = SlowdownDetector(threshold=threshold)
     model = detector

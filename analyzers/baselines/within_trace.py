@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analyzers.baselines.twins import twin_baselines
+from traceql.analyzers.baselines.twins import twin_baselines
 
 MOSTLY_CLEAN = 0.5  # a position instance overlapped less than this is a fair reference
 

@@ -1,6 +1,6 @@
 """SlowdownDetector: labels compute kernels slowed by overlapping communication, from one trace.
 
-A scikit-learn estimator over ``analyzers.detection.features.COLUMNS``. A kernel with a within-trace
+A scikit-learn estimator over ``traceql.analyzers.detection.features.COLUMNS``. A kernel with a within-trace
 reference that communication overlapped is a slowdown case (``predict`` → -1) when it ran longer than
 ``threshold`` × its estimate — or longer than ``band`` × it and its timing is among the ``contamination``
 most abnormal of the overlapped kernels, by an IsolationForest fitted on them (``fit``). The forest decides
@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.ensemble import IsolationForest
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from analyzers.detection.features import COLUMNS, FEATURES
+from traceql.analyzers.detection.features import COLUMNS, FEATURES
 
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
 FOREST = [COLUMNS.index(c) for c in FEATURES]
@@ -45,7 +45,7 @@ def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray) 
 
 
 class SlowdownDetector(OutlierMixin, BaseEstimator):
-    """Single-trace slowdown labels; input columns are ``analyzers.detection.features.COLUMNS`` in order
+    """Single-trace slowdown labels; input columns are ``traceql.analyzers.detection.features.COLUMNS`` in order
     (NaN where a value is missing: ``log_ratio`` NaN means no estimate)."""
 
     def __init__(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzers.baselines.within_trace import within_trace_estimates
+from traceql.analyzers.baselines.within_trace import within_trace_estimates
 
 INPUTS = ["_row", "run_id", "rank", "step", "step_kind", "key", "launch_ns", "start_ns", "duration_ns",
           "comm_overlap_ns", "comm_overlap_frac", "ddp_copy"]  # the columns of compute kernels it reads

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
-from analyzers.detection.features import COLUMNS
+from traceql.analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
+from traceql.analyzers.detection.features import COLUMNS
 
 if TYPE_CHECKING:  # scikit-learn takes a second to import: only when a detector is made
-    from analyzers.detection.detector import SlowdownDetector
+    from traceql.analyzers.detection.detector import SlowdownDetector
 
 PAIRED_FACTOR = 1.2
 ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference
@@ -22,7 +22,7 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
                   source: str = "baseline") -> pl.DataFrame:
     """Label against an isolated reference: overlapped and longer than ``factor`` × the kernel's baseline.
 
-    ``baselines`` holds ``_row, baseline_ns, baseline_kind, twin_pos`` (``analyzers.baselines.twins``) for
+    ``baselines`` holds ``_row, baseline_ns, baseline_kind, twin_pos`` (``traceql.analyzers.baselines.twins``) for
     rows of ``features``; a kernel without one (``baseline_kind`` none) is not a case.
     """
     aligned = features.select("_row").join(baselines, on="_row", how="left", maintain_order="left")

@@ -9,9 +9,9 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from analyzers.detection.detector import SlowdownDetector
-from analyzers.detection.features import COLUMNS
 from tests.paths import DDP_TRACE, INRUN_SINGLE, INRUN_TRACE, NSYS, SINGLE_TRACE, corpus
+from traceql.analyzers.detection.detector import SlowdownDetector
+from traceql.analyzers.detection.features import COLUMNS
 from traceql.commands.detect import detect
 
 SHARED = ["toy_ddp2_cap25", "toy_ddp2_cap2", "gpt2_ddp2_cap25", "gpt2_ddp2_cap2"]
@@ -118,7 +118,7 @@ def test_single_trace_f1_on_our_pairs(trace, iso) -> None:
 def test_scores_in_row_blocks_equal_one_call() -> None:
     """Long inputs are scored in one block of rows per core at once: the same scores, to the bit, as the
     forest scoring every row in one call."""
-    from analyzers.detection.detector import FOREST, SCORE_BLOCK
+    from traceql.analyzers.detection.detector import FOREST, SCORE_BLOCK
 
     rng = np.random.default_rng(3)
     n = 2 * SCORE_BLOCK + 101

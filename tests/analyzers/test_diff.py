@@ -1,4 +1,4 @@
-"""`analyzers.diff`: kernels paired by step alignment on small frames (expected values worked out by hand), and
+"""`traceql.analyzers.diff`: kernels paired by step alignment on small frames (expected values worked out by hand), and
 on a real run compared with itself: every kernel pairs with its own counterpart, checked with sqlite3."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections import defaultdict
 import polars as pl
 import pytest
 
-from analyzers import diff as d
 from tests.oracle import nsys_steps, read_kernels
 from tests.paths import DDP_FILES
+from traceql.analyzers import diff as d
 from traceql.labelling import read_timeline
 
 

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzers.intervals import intersection_length, merge, overlap_with_union, overlapping_pairs, union_length
 from tests.oracle import union_overlap
+from traceql.analyzers.intervals import intersection_length, merge, overlap_with_union, overlapping_pairs, union_length
 
 interval = st.tuples(st.integers(-10**6, 10**6), st.integers(0, 10**5)).map(lambda t: (t[0], t[0] + t[1]))
 intervals = st.lists(interval, max_size=60)

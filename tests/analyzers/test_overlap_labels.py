@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analyzers.intervals import intersection_length, merge, overlap_with_union
 from tests.oracle import overlaps, read_kernels, twin_labels, union_overlap
 from tests.paths import DDP_TRACE, NSYS, SINGLE_TRACE, corpus
+from traceql.analyzers.intervals import intersection_length, merge, overlap_with_union
 from traceql.commands.detect import detect
 
 PAIRS = [(DDP_TRACE, SINGLE_TRACE)] + [

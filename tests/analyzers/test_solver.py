@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from analyzers import solver
-from analyzers.solver import Node, Space
 from tests import profiles as synth
 from tests.paths import ROOT
+from traceql.analyzers import solver
+from traceql.analyzers.solver import Node, Space
 from traceql.commands.solve import solve as run_solve
 from traceql.errors import OptionError
 from traceql.tuning import read_cluster, read_profiles

@@ -11,10 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analyzers.steps import step_breakdown
-from analyzers.stragglers import arrivals, stragglers
 from tests.paths import DDP_FILES, DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, RUNS, corpus
 from traceql import read_trace
+from traceql.analyzers.steps import step_breakdown
+from traceql.analyzers.stragglers import arrivals, stragglers
 from traceql.commands.ranks import ranks
 
 # GPT-2 on 2 x H200 (nsys; torch.profiler) and on 4 x H200 (nsys), one rank sleeping before chosen steps

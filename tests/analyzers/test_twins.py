@@ -6,8 +6,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzers.baselines.twins import align, key_medians, reference_baselines
 from tests.paths import DDP_TRACE, H200, INRUN_SINGLE, INRUN_TRACE, NSYS, SINGLE_TRACE, corpus
+from traceql.analyzers.baselines.twins import align, key_medians, reference_baselines
 from traceql.commands.detect import detect
 
 PAIRS = [corpus(f"{m}_ddp2_{c}", id=f"{m}_ddp2_{c}") for m in ("toy", "gpt2") for c in ("cap25", "cap2")]

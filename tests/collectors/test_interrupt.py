@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.driver import raised_at
-from collectors.envlaunch import stop
 from tests.collectors.test_collect import TINY_MODEL, _free_port, _variant
 from tests.paths import ROOT
+from traceql.collectors.driver import raised_at
+from traceql.collectors.envlaunch import stop
 
 torch = pytest.importorskip("torch")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from collectors.profile_format import validate
 from tests.paths import INRUN_TRACE, RUNS, TINY
+from traceql.collectors.profile_format import validate
 
 # the tiny MLP: 64 -> 512 -> 512 -> 10, fp32; SGD without momentum keeps no state
 TINY_PARAMS = (64 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10)

@@ -7,9 +7,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from collectors.launch import LaunchOptions
-from collectors.profilers import ProfilerOptions
 from traceql.collecting import collect_errors, run_collection
+from traceql.collectors.launch import LaunchOptions
+from traceql.collectors.profilers import ProfilerOptions
 from traceql.commands import options
 
 PROFILER_FIELDS = {f.name for f in fields(ProfilerOptions)}
@@ -22,8 +22,8 @@ def collect(input_dir: str | Path, *, out: Path | None = None, ranks: str | None
     """Run the training in ``input_dir`` under ``profiler`` (nsys, ncu, torch or none) and return the run
     folder's manifest.
 
-    ``settings`` are fields of :class:`collectors.profilers.ProfilerOptions` (``steps``, ``nsys_*``,
-    ``ncu_*``, ``torch_*``) and :class:`collectors.launch.LaunchOptions` (``device``, ``timeout``,
+    ``settings`` are fields of :class:`traceql.collectors.profilers.ProfilerOptions` (``steps``, ``nsys_*``,
+    ``ncu_*``, ``torch_*``) and :class:`traceql.collectors.launch.LaunchOptions` (``device``, ``timeout``,
     ``launcher``, ``nnodes``, ``rdzv_*`` …); ``ranks`` (``"0,4"``) are the ranks to profile, ``overrides``
     (``["cap_size=2"]``) replace local_config values. Failures raise :class:`traceql.errors.CollectFailed`.
     """

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from analyzers.detection.labels import PAIRED_FACTOR
+from traceql.analyzers.detection.labels import PAIRED_FACTOR
 from traceql.commands import options
 from traceql.errors import TraceqlError
 from traceql.export.files import format_for, write_frame
@@ -23,7 +23,7 @@ from traceql.parallel import Progress, check, disk_bytes, iter_tasks
 from traceql.sources import inputs
 
 if TYPE_CHECKING:
-    from analyzers.detection.detector import SlowdownDetector
+    from traceql.analyzers.detection.detector import SlowdownDetector
 
 __all__ = ["DetectResult", "detect"]
 
@@ -44,8 +44,8 @@ class Labelling:
 def import_detector() -> None:
     """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
     the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
-    if "analyzers.detection.detector" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("analyzers.detection.detector",), daemon=True,
+    if "traceql.analyzers.detection.detector" not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=("traceql.analyzers.detection.detector",), daemon=True,
                          name="import-detector").start()
 
 
@@ -83,8 +83,8 @@ def detect(
     overlapped and longer than ``threshold`` × the signature's isolated median. Without it, a
     :class:`SlowdownDetector` labels from the trace alone. With neither paths nor baseline, the embedded
     example trace and its isolated baseline. ``hta_compat`` computes the per-rank breakdown as Holistic
-    Trace Analysis 0.5.0 does (``analyzers.compat``); labels stay exact. ``metrics`` (ncu CSVs of the same
-    workload) adds the ``ncu_*`` metrics to every compute kernel (``analyzers.metrics``). Without a
+    Trace Analysis 0.5.0 does (``traceql.analyzers.compat``); labels stay exact. ``metrics`` (ncu CSVs of the same
+    workload) adds the ``ncu_*`` metrics to every compute kernel (``traceql.analyzers.metrics``). Without a
     baseline, a trace with isolated steps (``step_<i>_nosync``) is labelled against them, unless
     ``single_trace`` hides them and asks the detector. ``out`` (``.parquet``, ``.csv`` or ``.json``) gets
     one row per compute kernel, written atomically; it may not be an input.

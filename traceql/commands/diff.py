@@ -1,5 +1,5 @@
 """`traceql diff`: two runs of the same model compared: step time, per-rank breakdown, labels, and each
-compute kernel of AFTER paired with its counterpart in BEFORE by step alignment (``analyzers.diff``)."""
+compute kernel of AFTER paired with its counterpart in BEFORE by step alignment (``traceql.analyzers.diff``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from analyzers.diff import (
+from traceql.analyzers.diff import (
     change_pct,
     kernel_changes,
     new_kernels,
@@ -94,7 +94,7 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     Each run is labelled as ``detect`` labels it without a baseline (its isolated steps if it has some, else
     the detector). Step time is the median GPU time of the normal steps over steps and ranks (the median rank
     span when a run has no steps); a change within ±``tolerance`` % is ``no change``. AFTER's compute kernels
-    are paired with BEFORE's by step alignment, rank by rank (``analyzers.diff``).
+    are paired with BEFORE's by step alignment, rank by rank (``traceql.analyzers.diff``).
     """
     if not tolerance >= 0:
         raise OptionError(f"tolerance must be 0 or more percent, got {tolerance}")

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analyzers.detection.labels import PAIRED_FACTOR
 from traceql import __version__
+from traceql.analyzers.detection.labels import PAIRED_FACTOR
 from traceql.commands import options
 from traceql.export import perfetto as chrome
 from traceql.labelling import label, read_baseline, read_timeline

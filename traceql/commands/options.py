@@ -11,7 +11,7 @@ from traceql.errors import OptionError
 
 # `diff`: a median step time within ±2 % of BEFORE's is "no change". On the shared H200 corpus the median step
 # time of one run varies by up to 0.57 % (bootstrap SD over its steps and ranks), so that of a difference of
-# two runs by about 0.6-0.8 %: 2 % is some three of those. (Here, not in analyzers.diff: the command line
+# two runs by about 0.6-0.8 %: 2 % is some three of those. (Here, not in traceql.analyzers.diff: the command line
 # shows it as a default without loading polars.)
 NO_CHANGE_PCT = 2.0
 

@@ -1,8 +1,8 @@
 """`traceql profile memory|compute|buckets|merge`: profile files of a model for `traceql solve`.
 
-Memory and compute are measured by running the model (``collectors.profile_model``); buckets are read from
+Memory and compute are measured by running the model (``traceql.collectors.profile_model``); buckets are read from
 runs `traceql collect` made (their traces and the DDP buckets their ranks recorded); merge gathers the
-folders several nodes wrote. The format is ``collectors.profile_format``'s. Memory and compute need only
+folders several nodes wrote. The format is ``traceql.collectors.profile_format``'s. Memory and compute need only
 torch (what a GPU node may be limited to): the trace analysis loads for ``buckets`` alone.
 """
 
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors import manifest
-from collectors.files import atomic_path, write_json
-from collectors.profile_format import FORMAT, file_name, profile, validate
-from collectors.profiling import run_profile
+from traceql.collectors import manifest
+from traceql.collectors.files import atomic_path, write_json
+from traceql.collectors.profile_format import FORMAT, file_name, profile, validate
+from traceql.collectors.profiling import run_profile
 from traceql.errors import InputError, OptionError
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def _median_ms(values: pl.Series) -> float | None:
 
 def _cap_entry(run: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """One run folder as a ``caps`` entry of a buckets profile, and notes."""
-    from analyzers.buckets import bucket_times
+    from traceql.analyzers.buckets import bucket_times
     from traceql.commands.ranks import ranks
 
     local = info["input"]["local_config"]
@@ -96,7 +96,7 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
     """A buckets profile from run folders of one model at one or more ``bucket_cap_mb``: per cap, the buckets
     and their all-reduce times, the exposed communication and overlap tax per step; the all-reduce model fitted
     to every bucket. Returns the file written into ``out`` and notes."""
-    from analyzers.buckets import comm_model
+    from traceql.analyzers.buckets import comm_model
 
     infos = []
     for run in map(Path, runs):

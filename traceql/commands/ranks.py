@@ -9,9 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from analyzers.detection.labels import PAIRED_FACTOR
-from analyzers.steps import STEP_KEY, step_breakdown
-from analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
+from traceql.analyzers.detection.labels import PAIRED_FACTOR
+from traceql.analyzers.steps import STEP_KEY, step_breakdown
+from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
 from traceql.commands import options
 from traceql.commands.detect import import_detector
 from traceql.labelling import Baseline, label, read_baseline, read_timeline
@@ -33,7 +33,7 @@ class RanksResult:
     modes: dict[str, str]
     notes: list[str] = field(default_factory=list)
     unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
-    arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (analyzers.stragglers)
+    arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (traceql.analyzers.stragglers)
 
     def to_dict(self) -> dict[str, Any]:
         return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
@@ -74,9 +74,9 @@ def ranks(
     hta_compat: bool = False,
 ) -> RanksResult:
     """Every normal step of every rank of a trace: its CPU and GPU time, compute, communication, memory, idle
-    and exposed communication (``analyzers.steps``), its slowdown cases and time lost (labelled as `detect`
+    and exposed communication (``traceql.analyzers.steps``), its slowdown cases and time lost (labelled as `detect`
     labels them: against ``baseline``, the trace's isolated steps, or the detector); and the stragglers
-    (``analyzers.stragglers``). With no paths, the embedded example. Runs given together are each taken on
+    (``traceql.analyzers.stragglers``). With no paths, the embedded example. Runs given together are each taken on
     their own."""
     if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
         paths = None

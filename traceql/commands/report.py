@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzers import reports
-from analyzers.detection.labels import PAIRED_FACTOR
+from traceql.analyzers import reports
+from traceql.analyzers.detection.labels import PAIRED_FACTOR
 from traceql.commands import options
 from traceql.errors import OptionError
 from traceql.export import figures

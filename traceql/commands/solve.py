@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyzers import solver
-from analyzers.solver import Config, Node, Space
+from traceql.analyzers import solver
+from traceql.analyzers.solver import Config, Node, Space
 from traceql.errors import InputError, OptionError
 from traceql.tuning import Profiles, read_cluster, read_profiles
 
@@ -117,7 +117,7 @@ def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapp
           max_accumulation: int = 8, max_virtual: int = 4, top: int = 5) -> SolveResult:
     """The configuration that minimises the predicted iteration time for ``global_batch`` samples per
     iteration on ``cluster`` (a cluster file, or its object), from the profiles in ``profile_dir``, and the
-    ``top`` next best (``analyzers.solver``)."""
+    ``top`` next best (``traceql.analyzers.solver``)."""
     _at_least(global_batch, 1, "--global-batch")
     _at_least(max_accumulation, 1, "--max-accumulation")
     _at_least(max_virtual, 1, "--max-virtual")

@@ -88,10 +88,10 @@ def _label(overrides: dict[str, Any]) -> str:
 def _collect(sweep: Sweep, folder: Path, overrides: dict[str, Any], run: Path, profiler: str,
              ranks: list[int] | None = None) -> Path:
     """Collect into ``run`` unless a finished collection is there already (then reuse it)."""
-    from collectors import manifest
-    from collectors.launch import LaunchOptions
-    from collectors.profilers import ProfilerOptions
     from traceql.collecting import collect_errors, run_collection
+    from traceql.collectors import manifest
+    from traceql.collectors.launch import LaunchOptions
+    from traceql.collectors.profilers import ProfilerOptions
 
     done = manifest.read(run)
     if done is not None and done.get("status") == "complete":

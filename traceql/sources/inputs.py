@@ -15,9 +15,19 @@ from traceql.sources import runfolder
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
-REPO_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
-DEFAULT_TRACE = REPO_DATASETS / "default" / "gpt2-nsys"
-DEFAULT_BASELINE = REPO_DATASETS / "default" / "gpt2-single-nsys"
+
+
+def _embedded() -> Path:
+    """The embedded example's folder: inside the installed package (``traceql/datasets``, as setup.py maps
+    it), or beside the package in a source checkout (``datasets/``)."""
+    package = Path(__file__).resolve().parents[1]
+    inside = package / "datasets" / "default"
+    return inside if inside.is_dir() else package.parent / "datasets" / "default"
+
+
+EMBEDDED = _embedded()
+DEFAULT_TRACE = EMBEDDED / "gpt2-nsys"
+DEFAULT_BASELINE = EMBEDDED / "gpt2-single-nsys"
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,7 @@ def resolve(paths: list[str | Path] | None) -> list[InputFile]:
     if not paths:
         if not DEFAULT_TRACE.exists():
             raise InputError(
-                "embedded default trace is missing: run from a source checkout (pip install -e .) or pass FILE",
+                "embedded default trace is missing (an incomplete installation?): reinstall traceql, or pass FILE",
                 path=str(DEFAULT_TRACE),
             )
         paths = [DEFAULT_TRACE]

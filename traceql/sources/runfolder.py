@@ -1,11 +1,11 @@
-"""A run folder of `traceql collect`: its manifest (``collectors.manifest``) and the traces it lists."""
+"""A run folder of `traceql collect`: its manifest (``traceql.collectors.manifest``) and the traces it lists."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from collectors import manifest as run_manifest
+from traceql.collectors import manifest as run_manifest
 from traceql.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""What `traceql solve` reads: a folder of profiles (``collectors.profile_format``) and a cluster file."""
+"""What `traceql solve` reads: a folder of profiles (``traceql.collectors.profile_format``) and a cluster file."""
 
 from traceql.tuning.profiles import Profiles, read_cluster, read_profiles
 

@@ -1,4 +1,4 @@
-"""Reading a profile folder (every ``*.json`` a profile, checked by ``collectors.profile_format``) and a
+"""Reading a profile folder (every ``*.json`` a profile, checked by ``traceql.collectors.profile_format``) and a
 cluster file; each fault is one :class:`InputError` naming the file."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyzers.solver import Node
-from collectors.errors import CollectError
-from collectors.profile_format import file_name, validate
+from traceql.analyzers.solver import Node
+from traceql.collectors.errors import CollectError
+from traceql.collectors.profile_format import file_name, validate
 from traceql.errors import InputError
 
 NODE_KEYS = ("name", "gpu", "count")

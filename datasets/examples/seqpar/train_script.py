@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from collectors.driver import script_session
+from traceql.collectors.driver import script_session
 
 CONFIG = json.loads((Path(__file__).parent / "seqpar_config.json").read_text())
 PHASES = ("all_gather", "matmul1", "matmul2", "reduce_scatter")
