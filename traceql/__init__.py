@@ -40,7 +40,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.commands.info",
-         "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling",
+         "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling.result",
          "SlowdownDetector": "traceql.analyzers.detection.detector", "Dataset": "traceql.dataset.store",
          "ranks": "traceql.commands.ranks", "RanksResult": "traceql.commands.ranks",
          "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff", "solve": "traceql.commands.solve"}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 from traceql.collectors.errors import CollectError
 from traceql.collectors.launch import LaunchOptions, collect
 from traceql.collectors.profilers import ProfilerOptions
-from traceql.errors import CollectFailed
+from traceql.errors import CollectFailed, OptionError
 
 
 @contextmanager
@@ -29,3 +30,27 @@ def run_collection(input_dir: str | Path, profiler: ProfilerOptions, *, out: Pat
     """Run one collection; returns its manifest."""
     with collect_errors():
         return collect(input_dir, profiler, out=out, launch=launch, overrides=overrides, progress=progress)
+
+
+def overrides(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as a dict; values are JSON where they parse as JSON, else strings."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise OptionError(f"--set {item!r}: expected KEY=VALUE, e.g. --set cap_size=2")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def ranks_option(text: str | None) -> list[int] | None:
+    """``--ranks 0,2`` as a list of rank numbers; None (all ranks) when not given."""
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise OptionError(f"--ranks {text!r}: expected rank numbers such as 0 or 0,2") from None

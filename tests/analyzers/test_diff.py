@@ -11,7 +11,7 @@ import pytest
 from tests.oracle import nsys_steps, read_kernels
 from tests.paths import DDP_FILES
 from traceql.analyzers import diff as d
-from traceql.labelling import read_timeline
+from traceql.labelling.inputs import read_timeline
 
 
 def steps(rank: int, sequences: list[list[tuple[str, int]]]) -> pl.DataFrame:

@@ -26,9 +26,8 @@ from traceql.cli.common import (
     progress_bar,
     table,
 )
-from traceql.model.names import display_name
-
-LONG_SPAN_NS = 100 * 10**9  # a rank's span from which the per-rank table is in seconds
+from traceql.cli.render import kernel_cell, print_ranks
+from traceql.labelling.options import PAIRED_FACTOR
 
 
 @guarded
@@ -39,7 +38,7 @@ def detect(
         Path | None, typer.Option("--out", "-o", help="write one row per compute kernel (.parquet, .csv or .json)")
     ] = None,
     fmt: FormatOption = Format.table,
-    threshold: ThresholdOption = 1.2,
+    threshold: ThresholdOption = PAIRED_FACTOR,
     top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
     metrics: Annotated[
         list[Path] | None,
@@ -69,30 +68,9 @@ def detect(
         print_detect(result)
 
 
-def print_ranks(run_id: str, rows: Any) -> None:
-    """One run's per-rank table; a long capture's times in seconds (in ms they would not fit 80 columns)."""
-    unit, scale = ("s", 1e3) if (rows["span_ns"].max() or 0) >= LONG_SPAN_NS else ("ms", 1.0)
-
-    def t(ns: Any) -> str:
-        return num_ms(None if ns is None else ns / scale)
-
-    ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "comm", "idle", "span",
-                                                           "cases", "lost", "lost %"))
-    for r in rows.iter_rows(named=True):
-        pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
-        share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
-        ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
-                      f"{r['cases']:,}", t(r["time_lost_ns"]), share)
-    console.print(ranks)
-
-
 def print_detect(result: Any) -> None:
-    """The human form of :class:`traceql.labelling.DetectResult`, laid out for 80 columns."""
-    how = {"baseline": "paired labels, against the isolated run given",
-           "inrun": "in-run labels, against the trace's isolated steps",
-           "inrun+detector": "in-run labels for runs with isolated steps, the detector's for the others",
-           "detector": "single-trace labels, by SlowdownDetector (no reference)"}.get(result.mode, "no GPU kernels")
-    console.print(f"[bold]Slowdown detection[/bold]: {how}")
+    """The human form of :class:`traceql.labelling.result.DetectResult`, laid out for 80 columns."""
+    console.print(f"[bold]Slowdown detection[/bold]: {result.source.sentence}")
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
     _print_baselines(result.baseline_kinds())
@@ -151,12 +129,6 @@ def _print_steps(steps: Any) -> None:
     what = "per step" if per.height <= 10 else f"the 5 worst of {per.height} steps"
     items = ", ".join(f"{s}: {num_ms(v)}" for s, v in shown.iter_rows())
     console.print(f"ms lost {what} (over ranks): {items}")
-
-
-def kernel_cell(row: dict[str, Any]) -> str:
-    """A kernel of a table: its display name, its grid and block on the line below (from its signature)."""
-    shape = (row["signature"] or "")[len(row["short_name"] or ""):].strip()
-    return escape(f"{display_name(row['name'] or '', row['short_name'] or '')}\n  {shape}")
 
 
 def _print_top(top_signatures: Any) -> None:

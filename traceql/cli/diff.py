@@ -20,14 +20,14 @@ from traceql.cli.common import (
     progress_bar,
     table,
 )
-from traceql.cli.detect import LONG_SPAN_NS, kernel_cell
-from traceql.commands.options import NO_CHANGE_PCT
+from traceql.cli.render import LONG_SPAN_NS, kernel_cell
+from traceql.labelling.options import NO_CHANGE_PCT
+from traceql.labelling.sources import LabelSource
 
 REGRESSED = 1  # the exit code of --fail-above
 Before = Annotated[Path, typer.Argument(help="the earlier run: a trace file or a folder of one run's traces",
                                          metavar="BEFORE", show_default=False)]
 After = Annotated[Path, typer.Argument(help="the later run, compared with BEFORE", metavar="AFTER", show_default=False)]
-MODES = {"inrun": "in-run labels", "detector": "detector labels", "baseline": "baseline labels", "none": "no kernels"}
 
 
 @guarded
@@ -66,7 +66,7 @@ def print_diff(result: Any, top: int) -> None:
     runs, st = result.runs, result.step_time
     for side in ("before", "after"):
         r = runs[side]
-        console.print(f"[bold]{side}[/bold]: {escape(r['path'])} ({MODES.get(r['mode'], r['mode'])}, "
+        console.print(f"[bold]{side}[/bold]: {escape(r['path'])} ({LabelSource.of(r['mode']).short}, "
                       f"{_count(r['ranks'], 'rank')}, {_count(r['steps'], 'step')})", overflow="fold")
     what = "median step time (normal steps, over ranks)" if st["basis"] == "step" else "median rank span"
     console.print(f"{what}: {num_ms(st['before_ns'])} -> {num_ms(st['after_ns'])} ms ({_pct(st['change_pct'])})")

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from traceql.cli.common import CONTEXT, BaselineOption, Files, ThresholdOption, guarded, note, spinner
+from traceql.labelling.options import PAIRED_FACTOR
 
 app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True, context_settings=CONTEXT)
 
@@ -20,7 +21,7 @@ def perfetto(
     ],
     files: Files = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = 1.2,
+    threshold: ThresholdOption = PAIRED_FACTOR,
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,

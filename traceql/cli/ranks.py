@@ -20,7 +20,8 @@ from traceql.cli.common import (
     progress_bar,
     table,
 )
-from traceql.cli.detect import print_ranks
+from traceql.cli.render import print_ranks
+from traceql.labelling.options import PAIRED_FACTOR
 
 
 @guarded
@@ -28,7 +29,7 @@ def ranks(
     files: Files = None,
     baseline: BaselineOption = None,
     fmt: FormatOption = Format.table,
-    threshold: ThresholdOption = 1.2,
+    threshold: ThresholdOption = PAIRED_FACTOR,
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps (the longest) and stragglers",
                                        min=1)] = 12,
     hta_compat: HtaCompatOption = False,

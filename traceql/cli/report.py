@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from traceql.cli.common import BaselineOption, Files, ThresholdOption, guarded, note, spinner
+from traceql.labelling.options import PAIRED_FACTOR
 
 
 @guarded
@@ -17,7 +18,7 @@ def report(
     baseline: BaselineOption = None,
     step: Annotated[int | None, typer.Option(help="the step to draw (default: the one with the most time lost)")]
     = None,
-    threshold: ThresholdOption = 1.2,
+    threshold: ThresholdOption = PAIRED_FACTOR,
     single_trace: Annotated[
         bool, typer.Option("--single-trace", help="label by the detector, hiding the trace's isolated steps")
     ] = False,

@@ -7,10 +7,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from traceql import collecting
 from traceql.collecting import collect_errors, run_collection
 from traceql.collectors.launch import LaunchOptions
 from traceql.collectors.profilers import ProfilerOptions
-from traceql.commands import options
 
 PROFILER_FIELDS = {f.name for f in fields(ProfilerOptions)}
 LAUNCH_FIELDS = {f.name for f in fields(LaunchOptions)} - {"profile_ranks", "env"}
@@ -32,7 +32,7 @@ def collect(input_dir: str | Path, *, out: Path | None = None, ranks: str | None
         raise TypeError(f"collect() got unknown settings: {', '.join(sorted(unknown))}")
     with collect_errors():
         opts = ProfilerOptions(name=profiler, **{k: v for k, v in settings.items() if k in PROFILER_FIELDS})
-        launch = LaunchOptions(profile_ranks=options.ranks(ranks),
+        launch = LaunchOptions(profile_ranks=collecting.ranks_option(ranks),
                                **{k: v for k, v in settings.items() if k in LAUNCH_FIELDS})
-    return run_collection(input_dir, opts, out=out, launch=launch, overrides=options.overrides(overrides),
+    return run_collection(input_dir, opts, out=out, launch=launch, overrides=collecting.overrides(overrides),
                           progress=progress)

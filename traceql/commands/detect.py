@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-import threading
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -13,14 +10,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from traceql.analyzers.detection.labels import PAIRED_FACTOR
-from traceql.commands import options
 from traceql.errors import TraceqlError
 from traceql.export.files import format_for, write_frame
-from traceql.labelling import Baseline, DetectResult, label, read_baseline, read_metrics, read_timeline
-from traceql.merge import merge, split_runs
+from traceql.labelling.inputs import Baseline, read_metrics
+from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.request import Request, request
+from traceql.labelling.result import DetectResult, merge
 from traceql.parallel import Progress, check, disk_bytes, iter_tasks
-from traceql.sources import inputs
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector
@@ -32,30 +28,16 @@ __all__ = ["DetectResult", "detect"]
 class Labelling:
     """What every run of one `detect` is labelled with (read once, sent once to each worker)."""
 
+    request: Request
     baseline: Baseline | None
-    threshold: float
     top: int
     detector: SlowdownDetector | None
-    hta_compat: bool
     metrics: pl.DataFrame | None
-    single_trace: bool
-
-
-def import_detector() -> None:
-    """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
-    the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
-    if "traceql.analyzers.detection.detector" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("traceql.analyzers.detection.detector",), daemon=True,
-                         name="import-detector").start()
 
 
 def label_run(paths: list[Path] | None, how: Labelling) -> DetectResult:
     """One run: its timeline read, labelled (a task of :func:`traceql.parallel.iter_tasks`)."""
-    import_detector()
-    timeline = read_timeline(paths)
-    iso = how.baseline if not timeline.signatures().is_empty() else None
-    return label(timeline, baseline=iso, threshold=how.threshold, top=how.top, detector=how.detector,
-                 hta_compat=how.hta_compat, metrics=how.metrics, single_trace=how.single_trace)
+    return how.request.label(paths, how.baseline, top=how.top, detector=how.detector, metrics=how.metrics)[1]
 
 
 def _run_name(paths: list[Path] | None) -> str:
@@ -89,26 +71,18 @@ def detect(
     ``single_trace`` hides them and asks the detector. ``out`` (``.parquet``, ``.csv`` or ``.json``) gets
     one row per compute kernel, written atomically; it may not be an input.
 
-    Runs given together (``traceql.merge``) are each labelled on their own, then merged: in ``workers``
+    Runs given together (``traceql.sources.runs``) are each labelled on their own, then merged: in ``workers``
     local processes, or on the Dask scheduler at ``scheduler``, when asked (``traceql.parallel``);
     ``progress(done, total, run)`` follows them.
     """
-    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
-        paths = None
-        if baseline is None:
-            baseline = [inputs.DEFAULT_BASELINE]
-    options.threshold(threshold)
     check(workers, scheduler)
     out_format = format_for(out) if out is not None else None
-    if out is not None:
-        options.not_an_input(out, [*([paths] if isinstance(paths, (str, Path)) else paths or []),
-                                   *(baseline or []), *(metrics or [])], "--out")
+    req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
+                  outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None
-    runs = split_runs(paths)
-    how = Labelling(read_baseline(baseline) if baseline else None, threshold, top, detector, hta_compat, ncu,
-                    single_trace)
+    how = Labelling(req, req.read_baseline(), top, detector, ncu)
     results = []
-    with closing(iter_tasks(label_run, runs, common=how, workers=workers, scheduler=scheduler, name=_run_name,
+    with closing(iter_tasks(label_run, req.runs(), common=how, workers=workers, scheduler=scheduler, name=_run_name,
                             progress=progress, cost=disk_bytes)) as labelled:
         for _, res in labelled:
             if isinstance(res, TraceqlError):

@@ -20,9 +20,11 @@ from traceql.analyzers.diff import (
     step_time,
     verdict,
 )
-from traceql.commands.options import NO_CHANGE_PCT
 from traceql.errors import InputError, OptionError
-from traceql.labelling import DetectResult, Timeline, label, read_timeline
+from traceql.labelling.inputs import Timeline, read_timeline
+from traceql.labelling.label import label
+from traceql.labelling.options import NO_CHANGE_PCT
+from traceql.labelling.result import DetectResult
 
 __all__ = ["DiffResult", "diff"]
 

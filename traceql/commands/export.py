@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceql import __version__
-from traceql.analyzers.detection.labels import PAIRED_FACTOR
-from traceql.commands import options
 from traceql.export import perfetto as chrome
-from traceql.labelling import label, read_baseline, read_timeline
-from traceql.sources import inputs
+from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.request import request
 
 __all__ = ["PerfettoResult", "perfetto"]
 
@@ -45,16 +43,10 @@ def perfetto(
     Labels as :func:`traceql.commands.detect.detect` makes them, from the same options; with neither paths
     nor baseline, the embedded example trace against its isolated baseline.
     """
-    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
-        paths = None
-        if baseline is None:
-            baseline = [inputs.DEFAULT_BASELINE]
-    options.threshold(threshold)
     output = chrome.check_output(Path(output))
-    options.not_an_input(output, [*_listed(paths or []), *(baseline or [])], "--output")
-    timeline = read_timeline(paths)
-    iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
-    result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)
+    req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace,
+                  outputs={"--output": output})
+    timeline, result = req.label_all()
     kernels, memops = timeline.kernels, timeline.memops
     pids = chrome.processes(timeline.ranks, kernels, memops)
     rows = [*chrome.kernel_rows(kernels, result.kernels, pids), *chrome.memop_rows(memops, pids),
@@ -63,11 +55,7 @@ def perfetto(
     cases = int(result.kernels["is_slowdown"].sum())
     other = {"traceql_version": __version__, "label_source": result.mode, "threshold": threshold,
              "baseline_match_rate": result.match_rate, "cases": cases,
-             "inputs": [str(p) for p in _listed(paths or inputs.DEFAULT_TRACE)],
-             "baseline": [str(p) for p in baseline or []]}
+             "inputs": [str(p) for p in req.traces()],
+             "baseline": [str(p) for p in req.baseline or []]}
     chrome.write_trace(output, meta, rows, other)
     return PerfettoResult(output, {**chrome.counts(rows), "metadata": len(meta)}, cases, result.mode, result.notes)
-
-
-def _listed(paths: str | Path | Sequence[str | Path]) -> list[str | Path]:
-    return [paths] if isinstance(paths, (str, Path)) else list(paths)

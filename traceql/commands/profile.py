@@ -69,7 +69,8 @@ def _median_ms(values: pl.Series) -> float | None:
 def _cap_entry(run: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """One run folder as a ``caps`` entry of a buckets profile, and notes."""
     from traceql.analyzers.buckets import bucket_times
-    from traceql.commands.ranks import ranks
+    from traceql.labelling.request import request
+    from traceql.labelling.steps import rank_steps
 
     local = info["input"]["local_config"]
     results = manifest.read_results(run)
@@ -80,7 +81,7 @@ def _cap_entry(run: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[st
     notes = [] if sizes else [f"{run}: its ranks recorded no DDP buckets (collected before they were recorded?)"]
     if not info.get("files", {}).get("traces"):
         return entry, notes + [f"{run}: no trace (collected with --profiler none): no all-reduce times"]
-    traced = ranks([run])
+    traced = rank_steps(request(run))
     times, steps = bucket_times(traced.arrivals), traced.steps
     entry.update(allreduce_ms=[round(t / 1e6, 4) for t in times["allreduce_ns"].to_list()],
                  exposed_comm_ms=_median_ms(steps["exposed_comm_ns"]),

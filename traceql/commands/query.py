@@ -7,9 +7,9 @@ from pathlib import Path
 
 import polars as pl
 
-from traceql.commands import options
 from traceql.errors import QueryError
 from traceql.export.files import write_frame
+from traceql.labelling import options
 from traceql.trace import read_trace
 
 

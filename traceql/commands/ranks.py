@@ -3,67 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import polars as pl
-
-from traceql.analyzers.detection.labels import PAIRED_FACTOR
-from traceql.analyzers.steps import STEP_KEY, step_breakdown
-from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
-from traceql.commands import options
-from traceql.commands.detect import import_detector
-from traceql.labelling import Baseline, label, read_baseline, read_timeline
-from traceql.merge import split_runs
-from traceql.sources import inputs
+from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.request import request
+from traceql.labelling.steps import RanksResult, rank_steps
 
 __all__ = ["RanksResult", "ranks"]
-
-
-@dataclass
-class RanksResult:
-    """Per step and rank: the breakdown, cases and time lost (``steps``); the stragglers, with the evidence
-    (``stragglers``); the whole capture per rank (``ranks``: `detect`'s breakdown); the arrivals they come
-    from (``arrivals``)."""
-
-    steps: pl.DataFrame
-    stragglers: pl.DataFrame
-    ranks: pl.DataFrame
-    modes: dict[str, str]
-    notes: list[str] = field(default_factory=list)
-    unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
-    arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (traceql.analyzers.stragglers)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
-                "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
-
-
-def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
-    """Per (run_id, step): the median over ranks of the step's GPU time, what a straggler's wait is judged by."""
-    return steps.group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns"))
-
-
-def _one_run(paths: list[Path] | None, baseline: Baseline | None, threshold: float, hta_compat: bool,
-             ) -> RanksResult:
-    import_detector()
-    timeline = read_timeline(paths)
-    iso = baseline if not timeline.signatures().is_empty() else None
-    labelled = label(timeline, baseline=iso, threshold=threshold, hta_compat=hta_compat)
-    steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
-             .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
-             .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
-    arrived = arrivals(timeline.kernels, timeline.ranks)
-    notes, unaligned = list(labelled.notes), []
-    for run, skew in end_skew(arrived).iter_rows():
-        if skew > MAX_END_SKEW_NS:
-            notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
-                         "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
-            unaligned.append(run)
-    named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
-    modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived)
 
 
 def ranks(
@@ -74,21 +20,8 @@ def ranks(
     hta_compat: bool = False,
 ) -> RanksResult:
     """Every normal step of every rank of a trace: its CPU and GPU time, compute, communication, memory, idle
-    and exposed communication (``traceql.analyzers.steps``), its slowdown cases and time lost (labelled as `detect`
-    labels them: against ``baseline``, the trace's isolated steps, or the detector); and the stragglers
-    (``traceql.analyzers.stragglers``). With no paths, the embedded example. Runs given together are each taken on
-    their own."""
-    if paths is None or (not isinstance(paths, (str, Path)) and len(paths) == 0):
-        paths = None
-        if baseline is None:
-            baseline = [inputs.DEFAULT_BASELINE]
-    options.threshold(threshold)
-    iso = read_baseline(baseline) if baseline else None
-    parts = [_one_run(run, iso, threshold, hta_compat) for run in split_runs(paths)]
-    return RanksResult(
-        steps=pl.concat([p.steps for p in parts]).sort(STEP_KEY),
-        stragglers=pl.concat([p.stragglers for p in parts]).sort("run_id", "step", "rank"),
-        ranks=pl.concat([p.ranks for p in parts], how="diagonal_relaxed").sort("run_id", "rank"),
-        modes={k: v for p in parts for k, v in p.modes.items()},
-        notes=list(dict.fromkeys(n for p in parts for n in p.notes)), unaligned=[u for p in parts for u in p.unaligned],
-        arrivals=pl.concat([p.arrivals for p in parts if p.arrivals is not None]))
+    and exposed communication (``traceql.analyzers.steps``), its slowdown cases and time lost (labelled as
+    `detect` labels them: against ``baseline``, the trace's isolated steps, or the detector); and the
+    stragglers (``traceql.analyzers.stragglers``). With no paths, the embedded example. Runs given together
+    are each taken on their own."""
+    return rank_steps(request(paths, baseline=baseline, threshold=threshold, hta_compat=hta_compat))

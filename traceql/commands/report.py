@@ -9,20 +9,16 @@ from pathlib import Path
 import polars as pl
 
 from traceql.analyzers import reports
-from traceql.analyzers.detection.labels import PAIRED_FACTOR
-from traceql.commands import options
 from traceql.errors import OptionError
 from traceql.export import figures
 from traceql.export.files import atomic_write
 from traceql.export.html import figure, frame_table, page, table
-from traceql.labelling import DetectResult, Timeline, label, read_baseline, read_timeline
+from traceql.labelling import options
+from traceql.labelling.inputs import Timeline
+from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.request import request
+from traceql.labelling.result import DetectResult
 from traceql.model.names import display_name
-from traceql.sources import inputs
-
-SOURCES = {"baseline": "paired labels, against the isolated run given",
-           "inrun": "in-run labels, against the trace's own isolated steps",
-           "inrun+detector": "in-run labels for runs with isolated steps, the detector's for the others",
-           "detector": "single-trace labels, by the detector (no reference)", "none": "no GPU kernels"}
 
 
 @dataclass
@@ -50,17 +46,12 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
     single = Path(paths) if isinstance(paths, (str, Path)) else (Path(paths[0]) if paths and len(paths) == 1 else None)
     if single is not None and (single / "dataset.json").is_file():
         return _dataset_report(single, output)
-    if not paths and baseline is None:
-        paths, baseline = None, [inputs.DEFAULT_BASELINE]
-    options.not_an_input(output, [*([paths] if isinstance(paths, (str, Path)) else paths or []), *(baseline or [])],
-                         "--output")
-    timeline = read_timeline(paths or None)
-    iso = read_baseline(baseline) if baseline and not timeline.signatures().is_empty() else None
-    result = label(timeline, baseline=iso, threshold=threshold, single_trace=single_trace)
+    req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace,
+                  outputs={"--output": output})
+    timeline, result = req.label_all()
     html_text, drawn = _trace_page(timeline, result, step, threshold)
     atomic_write(output, lambda fh: fh.write(html_text.encode()))
-    return ReportResult(output, drawn, int(result.kernels["is_slowdown"].sum()) if result.kernels.height else 0,
-                        "trace")
+    return ReportResult(output, drawn, result.cases(), "trace")
 
 
 def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float) -> tuple[str, int | None]:
@@ -86,9 +77,8 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
         sections.append(("Time lost per step", figure(figures.lost_per_step(cost))))
     if result.ranks.height:
         sections.append(("Time breakdown", figure(figures.rank_breakdown(result.ranks))))
-    total = int(k["is_slowdown"].sum()) if k.height else 0
-    subtitle = (f"{SOURCES.get(result.mode, result.mode)} · {total:,} slowdown cases among {k.height:,} compute "
-                f"kernels · time lost {result.to_dict()['totals']['time_lost_ns'] / 1e6:,.3f} ms over all ranks")
+    subtitle = (f"{result.source.sentence} · {result.cases():,} slowdown cases among {k.height:,} compute "
+                f"kernels · time lost {result.time_lost_ns() / 1e6:,.3f} ms over all ranks")
     runs = ", ".join(timeline.kernels["run_id"].unique(maintain_order=True).to_list())
     return page(f"Slowdown report: {runs}", subtitle, sections, result.notes), drawn
 

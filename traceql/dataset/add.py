@@ -18,7 +18,8 @@ import polars as pl
 from traceql.dataset.entries import Outcome, content_id
 from traceql.dataset.store import Dataset
 from traceql.errors import OptionError, TraceqlError
-from traceql.labelling import Baseline, Timeline, label, read_baseline, read_timeline
+from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
+from traceql.labelling.label import label
 from traceql.parallel import Progress, disk_bytes, iter_tasks
 from traceql.sources import inputs, runfolder
 

@@ -158,7 +158,7 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
                     done(i, Outcome(name, "collected", message=f"{run} (label it by running build again)"))
                     continue
                 from traceql.dataset.add import BaselinePicker, Source  # the analysis stack, only to label
-                from traceql.labelling import read_metrics
+                from traceql.labelling.inputs import read_metrics
 
                 if iso not in pickers:
                     pickers[iso] = BaselinePicker([iso])

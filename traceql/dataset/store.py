@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
+from traceql.collectors.files import TEMP_GLOB
 from traceql.dataset import faults
 from traceql.errors import InputError, TraceqlError
 from traceql.export.files import atomic_write
@@ -200,7 +201,7 @@ class Dataset:
     def _clean(self, meta: dict[str, Any]) -> None:
         """Under the lock: remove temp files, abandoned staging folders and files under data/ not recorded."""
         self._cleaned = True
-        for tmp in self.root.glob(".*.tmp"):  # dataset.json's, written under the lock only
+        for tmp in self.root.glob(TEMP_GLOB):  # dataset.json's, written under the lock only
             tmp.unlink(missing_ok=True)
         if self.staging.is_dir():
             for lock_file in self.staging.glob("*.lock"):

@@ -1,30 +1,23 @@
-"""The one way traceql writes a file: a temp file beside it, renamed into place when complete (readers never
-see a partial file, a killed writer leaves nothing half-written), with the mode any new file of the user gets."""
+"""Frames written as files (csv, json, parquet), and the atomic write every output of traceql goes through
+(``traceql.collectors.files``: the one implementation, which the collectors use too)."""
 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from traceql.collectors.files import atomic_path
 from traceql.errors import OptionError, TraceqlError
 
 if TYPE_CHECKING:
     import polars as pl
 
 
-def _user_file_mode() -> int:
-    """The mode open() gives a new file: 0666 less the process's umask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through ``write(fh)`` into a temp file beside it, then rename it into place."""
+    """Write ``path`` through ``write(fh)`` atomically (``traceql.collectors.files.atomic_path``: a temp file
+    beside it, flushed to disk, renamed into place); the user's errors as one line naming the file."""
     path = Path(path)
     if path.is_dir():
         raise TraceqlError("is a directory; give a file name for the output", path=str(path))
@@ -32,22 +25,15 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     if not parent.is_dir():
         raise TraceqlError("output directory does not exist", path=str(parent))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        with atomic_path(path) as tmp:
+            try:
+                fh = tmp.open("xb")
+            except OSError as exc:
+                raise TraceqlError(f"cannot write here: {exc.strerror} (a read-only folder?)", path=str(path)) from None
+            with fh:
+                write(fh)
     except OSError as exc:
-        raise TraceqlError(f"cannot write here: {exc.strerror} (a read-only folder?)", path=str(path)) from None
-    try:
-        os.fchmod(fd, _user_file_mode())  # mkstemp makes the file private (0600)
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise TraceqlError(f"cannot write: {exc.strerror} (disk full or no permission?)", path=str(path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def frame_bytes(df: pl.DataFrame, fmt: str) -> bytes:

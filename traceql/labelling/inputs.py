@@ -1,0 +1,80 @@
+"""What labelling reads, each input once: a trace's timeline, an isolated run's compute kernels, Nsight
+Compute metrics. Reading writes nothing and judges nothing; what an input lacks becomes a note."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from traceql.errors import InputError
+from traceql.model import schema
+from traceql.model.names import with_keys, with_signature
+from traceql.sources import inputs
+from traceql.sources.ncu import read_ncu
+from traceql.trace import read_trace
+
+
+@dataclass
+class Timeline:
+    """A trace's GPU timeline, read once: kernels (with ``signature`` and ``key``, their steps), memory
+    operations, annotations."""
+
+    path: Path
+    kernels: pl.DataFrame
+    memops: pl.DataFrame
+    nvtx: pl.DataFrame
+    ranks: pl.DataFrame
+    has_metrics: bool  # the input held Nsight Compute metrics (which are not a timeline)
+    notes: list[str] = field(default_factory=list)  # what reading it had to do differently
+    steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["steps"]))  # step ranges
+
+    def signatures(self) -> pl.Series:
+        return self.kernels.filter(pl.col("kind") == "compute")["signature"]
+
+    def has_isolated_steps(self) -> bool:
+        return bool((self.kernels["step_kind"] == "isolated").any())
+
+
+@dataclass
+class Baseline:
+    """An isolated run, read once: its compute kernels (keyed, with steps) and what is wrong with it."""
+
+    path: Path
+    kernels: pl.DataFrame
+    notes: list[str]
+
+    @property
+    def signatures(self) -> pl.Series:
+        return self.kernels["signature"].unique()
+
+
+def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
+    """Read the timeline of a trace (files or folders; the embedded example when None)."""
+    with read_trace(paths) as trace:
+        return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
+                        trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
+                        trace.relation("steps"))
+
+
+def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
+    """Read an isolated run's compute kernels; a note when it holds communication (not isolated)."""
+    with read_trace(paths) as iso:
+        kernels = iso.relation("kernels", compact=True)
+        path = iso.paths[0]
+        notes = list(iso.notes)
+    comm = kernels.filter(pl.col("kind") == "comm").height
+    notes += [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
+              "(record it on one GPU without DDP/NCCL)"] if comm else []
+    return Baseline(path, with_keys(kernels.filter(pl.col("kind") == "compute")), notes)
+
+
+def read_metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
+    """Nsight Compute launch metrics (with ``signature``) from ncu CSVs; InputError for anything else."""
+    files = inputs.resolve(list(paths))
+    for f in files:
+        if f.fmt != "ncu-csv":
+            raise InputError("not an Nsight Compute CSV (give ncu --csv --page raw|details output)", path=str(f.path))
+    return with_signature(pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed"))

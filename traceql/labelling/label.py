@@ -1,0 +1,178 @@
+"""The labelling itself: a timeline and, where there is one, an isolated reference → every compute kernel
+labelled, the per-rank summary and the slowed signatures.
+
+The reference, in the order :func:`traceql.labelling.sources.choose` says: an isolated run given as baseline;
+the trace's own isolated steps (``step_<i>_nosync``, run with communication off); else none, and the
+single-trace detector labels. Against a reference, each kernel is compared with its twin
+(``traceql.analyzers.baselines.twins``). Steps return their warnings instead of writing them anywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from traceql.analyzers.baselines.isolated import match_rate
+from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
+from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
+from traceql.analyzers.breakdown import rank_breakdown
+from traceql.analyzers.cases import top_signatures
+from traceql.analyzers.compat import hta_view
+from traceql.analyzers.detection.ddp import bucket_copies
+from traceql.analyzers.detection.features import COLUMNS, feature_table
+from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
+from traceql.analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
+from traceql.analyzers.metrics import curated_columns, join_metrics
+from traceql.analyzers.overlap import comm_overlap
+from traceql.analyzers.reports import step_cost
+from traceql.errors import InputError
+from traceql.labelling.inputs import Baseline, Timeline
+from traceql.labelling.result import DetectResult, empty_result, rank_summary
+from traceql.labelling.sources import LabelSource, choose
+from traceql.model import schema
+
+if TYPE_CHECKING:
+    from traceql.analyzers.detection.detector import SlowdownDetector
+
+DETECTOR_MODULE = "traceql.analyzers.detection.detector"
+LOW_MATCH = 0.5
+LOW_METRICS_MATCH = 0.9
+
+
+def import_detector() -> None:
+    """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
+    the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
+    if DETECTOR_MODULE not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=(DETECTOR_MODULE,), daemon=True,
+                         name="import-detector").start()
+
+
+def _no_kernels(timeline: Timeline) -> DetectResult:
+    """A trace with no compute kernels: an ncu-only input is an error, a CPU run is an empty result."""
+    if timeline.has_metrics:
+        raise InputError("Nsight Compute metrics are not a timeline: give them as detect TRACE --metrics PATH",
+                         path=str(timeline.path))
+    return empty_result(timeline.ranks, "no GPU kernels in this trace (a run on CPU?): nothing to label")
+
+
+def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
+    kernels outside isolated steps: those are a reference, hidden from it)."""
+    overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row")
+    isolated = _isolated(overlap)
+    inputs = overlap.select(FEATURE_INPUTS)  # narrow: millions of rows are filtered and joined on few columns
+    features = feature_table(inputs.filter(~isolated) if isolated.any() else inputs)
+    if features.is_empty():  # every compute kernel is in an isolated step: nothing to fit the detector on
+        added = features.with_columns(pl.lit(None, pl.Float64).alias("score"))
+    else:
+        model.fit(features.select(COLUMNS).to_numpy())
+        added = with_scores(features, model)
+    added = added.drop(FEATURE_INPUTS[1:])
+    if isolated.any():  # the isolated steps' rows get nulls
+        added = overlap.select("_row").join(added, on="_row", how="left", maintain_order="left")
+    return overlap.with_columns(added.drop("_row"))
+
+
+def _isolated(scored: pl.DataFrame) -> pl.Series:
+    """Which kernels belong to the trace's isolated steps: a reference themselves, never cases."""
+    return (scored["step_kind"] == "isolated").fill_null(False)
+
+
+def _own(rows: pl.DataFrame) -> pl.DataFrame:
+    return no_baseline(rows, REFERENCE)
+
+
+def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
+    rate = match_rate(scored, baseline.signatures.to_frame())
+    notes = list(baseline.notes)
+    if rate < LOW_MATCH:
+        notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
+                     "was the baseline run with the same model and shapes?")
+    isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
+    twins = reference_baselines(slim.filter(~isolated), baseline.kernels)
+    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold), rate, notes
+
+
+def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """The detector's labels; the isolated steps' own kernels (hidden from it) stay a reference."""
+    isolated = _isolated(scored)
+    labelled = detector_labels(scored, model)  # the isolated rows have no features: never candidates
+    if not isolated.any():
+        return labelled
+    mine = pl.lit(isolated)
+    return labelled.with_columns(
+        *(pl.when(mine).then(None).otherwise(pl.col(c)).alias(c)
+          for c in ("baseline_ns", "twin_key", "twin_pos", "slowdown_ratio")),
+        pl.when(mine).then(pl.lit(REFERENCE)).otherwise(pl.col("baseline_kind")).alias("baseline_kind"),
+        (pl.col("is_slowdown") & ~mine).alias("is_slowdown"))
+
+
+def _inrun_or_detected(scored: pl.DataFrame, model: SlowdownDetector, threshold: float,
+                       ) -> tuple[pl.DataFrame, LabelSource]:
+    """In-run labels for the runs that have isolated steps; the detector's for runs given with them that
+    have none (``label_source`` says which, per row)."""
+    with_steps = scored.filter(_isolated(scored))["run_id"].unique()
+    mine = scored["run_id"].is_in(with_steps.implode())
+    if mine.all():  # one run, or all with isolated steps: nothing to split
+        return _inrun(scored, threshold), LabelSource.INRUN
+    inrun = _inrun(scored.filter(mine), threshold)
+    return pl.concat([inrun, _detected(scored.filter(~mine), model)], how="diagonal_relaxed").sort("_row"), \
+        LabelSource.MIXED
+
+
+def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
+    """Each normal step's kernels against their twins in the same rank's isolated steps."""
+    isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
+    twins = reference_baselines(slim.filter(~isolated), slim.filter(isolated), by=["run_id", "rank"])
+    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold,
+                         source=LabelSource.INRUN.mode)
+
+
+def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFrame, float, list[str]]:
+    joined, rate = join_metrics(labelled, ncu)
+    notes = [] if rate >= LOW_METRICS_MATCH else [
+        f"warning: only {rate:.1%} of the profiled ncu launches match a kernel of the trace "
+        "(same kernel name, grid, block and launch order): is it a profile of the same workload?"]
+    return joined.select(*schema.CASES, *curated_columns(ncu), "ncu_match"), rate, notes
+
+
+def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: float = PAIRED_FACTOR,
+          top: int = 10, detector: SlowdownDetector | None = None, hta_compat: bool = False,
+          metrics: pl.DataFrame | None = None, single_trace: bool = False) -> DetectResult:
+    """Label every compute kernel of ``timeline``: against ``baseline`` when given, else against its isolated
+    steps, else (or with ``single_trace``, its isolated steps hidden) by the detector."""
+    kernels = timeline.kernels
+    if kernels.filter(pl.col("kind") == "compute").is_empty():
+        return _no_kernels(timeline)
+    notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
+        "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
+    if detector is None:
+        from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: see import_detector
+
+        detector = SlowdownDetector(threshold=threshold)
+    scored = _scored(kernels, detector)
+    rate = metrics_rate = None
+    source = choose(has_baseline=baseline is not None, has_isolated_steps=timeline.has_isolated_steps(),
+                    single_trace=single_trace)
+    if baseline is not None:
+        labelled, rate, more = _paired(scored, baseline, threshold)
+        notes += more
+    elif source is LabelSource.INRUN:
+        labelled, source = _inrun_or_detected(scored, detector, threshold)
+    else:
+        labelled = _detected(scored, detector)
+    del scored  # the features and estimates: only the labels' columns go on (millions of rows)
+    out = labelled = labelled.select(*schema.CASES)
+    if metrics is not None:
+        out, metrics_rate, more = _with_metrics(labelled, metrics)
+        notes += more
+    view = hta_view(kernels, timeline.memops, timeline.nvtx) if hta_compat else (kernels, timeline.memops)
+    steps = schema.conform(step_cost(labelled, kernels, timeline.memops), schema.STEP_COST)
+    top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
+    return DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
+                        kernels=out, mode=source.mode, match_rate=rate, notes=notes, metrics_match_rate=metrics_rate,
+                        steps=steps)

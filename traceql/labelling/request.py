@@ -1,0 +1,85 @@
+"""The request every labelling command builds once: what to label (the inputs, or the embedded example and
+its isolated run), against what (the baselines), how (threshold, single-trace, HTA's breakdown); the user's
+options checked and the outputs refused where they are inputs, before anything is read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traceql.labelling import options
+from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
+from traceql.labelling.label import import_detector, label
+from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.result import DetectResult
+from traceql.merge import split_runs  # until the grouping moves to traceql.sources.runs
+from traceql.sources import inputs
+
+Paths = str | Path | Sequence[str | Path] | None
+
+
+def listed(paths: Paths) -> list[Path]:
+    """The paths a caller gave (one, several or none) as a list."""
+    if paths is None:
+        return []
+    return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to label and how. ``paths`` None: the embedded example (then ``baseline`` is its isolated run,
+    unless the caller gave one)."""
+
+    paths: list[Path] | None
+    baseline: list[Path] | None
+    threshold: float = PAIRED_FACTOR
+    single_trace: bool = False
+    hta_compat: bool = False
+
+    def traces(self) -> list[Path]:
+        """The traces' files or folders: those given, else the embedded example."""
+        return self.paths or [inputs.DEFAULT_TRACE]
+
+    def inputs(self) -> list[Path]:
+        """Every input file or folder: the traces and the baselines."""
+        return [*self.traces(), *(self.baseline or [])]
+
+    def runs(self) -> list[list[Path] | None]:
+        """The inputs of each run, in the order given (``traceql.sources.runs``)."""
+        return split_runs(self.paths)
+
+    def read_baseline(self) -> Baseline | None:
+        """The isolated runs given, read once (None without)."""
+        return read_baseline(self.baseline) if self.baseline else None
+
+    def label(self, paths: list[Path] | None, baseline: Baseline | None, **more: Any) -> tuple[Timeline, DetectResult]:
+        """One run's timeline (``paths``: one of :meth:`runs`), read and labelled against ``baseline``;
+        ``more``: :func:`traceql.labelling.label.label`'s other options (top, detector, metrics)."""
+        import_detector()
+        timeline = read_timeline(paths)
+        return timeline, label(timeline, baseline=baseline, threshold=self.threshold, hta_compat=self.hta_compat,
+                               single_trace=self.single_trace, **more)
+
+    def label_all(self) -> tuple[Timeline, DetectResult]:
+        """Every input as one timeline (what a report or a Chrome trace draws), labelled."""
+        baseline = self.read_baseline()
+        return self.label(self.paths, baseline)
+
+
+def request(paths: Paths = None, *, baseline: Paths = None, threshold: float = PAIRED_FACTOR,
+            single_trace: bool = False, hta_compat: bool = False,
+            outputs: Mapping[str, str | Path | None] | None = None, also: Sequence[str | Path] = ()) -> Request:
+    """The request of a labelling command: with neither paths nor baseline, the embedded example against its
+    isolated run. ``threshold`` is checked; each of ``outputs`` (option → path) is refused where it is one of
+    the inputs (the traces, baselines and ``also``: other input files such as Nsight Compute CSVs)."""
+    given, base = listed(paths), listed(baseline)
+    if not given and not base:
+        base = [inputs.DEFAULT_BASELINE]
+    options.threshold(threshold)
+    req = Request(given or None, base or None, threshold, single_trace, hta_compat)
+    for option, output in (outputs or {}).items():
+        if output is not None:
+            options.not_an_input(output, [*req.inputs(), *also], option)
+    return req
