@@ -1,13 +1,16 @@
 """Nsight Systems SQLite exports → the normalized model.
 
-Each export is ATTACHed read-only (``nsys_attach``); tables are found by name (schemas drift between nsys
-versions), names are resolved through ``StringIds``, and all row work happens inside DuckDB.
+An export is recognised by its SQLite header (``sqlite_header``); a report that was not exported is refused
+with the command that exports it. Each export is ATTACHed read-only (``nsys_attach``); tables are found by
+name (schemas drift between nsys versions), names are resolved through ``StringIds``, and all row work
+happens inside DuckDB.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -16,16 +19,42 @@ import polars as pl
 from traceql.errors import SchemaError
 from traceql.model.engine import Model
 from traceql.model.names import collective_expr, kind_expr
-from traceql.sources import by_run
+from traceql.sources import by_run, sqlite_header
 from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import KERNEL_TABLE, NsysFile, attach, fail
 from traceql.sources.ranks import RankAssignment, assign_ranks
+
+FORMAT = "nsys-sqlite"
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 NVTX_TYPES = (34, 59, 60)  # NvtxMark, NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
 # CUPTI's memcpy kinds (stable enum values).
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
               9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """A SQLite database, unless it is named .csv: the ncu reader claims every file so named."""
+    return head.startswith(sqlite_header.MAGIC) and path.suffix.lower() != ".csv"
+
+
+def check(file: InputFile, head: bytes, size: int) -> InputFile:
+    """Refuse an export cut short; mark one in WAL mode, which :func:`load` reads from a copy."""
+    sqlite_header.check_complete(file.path, head, size)
+    return replace(file, wal=sqlite_header.in_wal_mode(head))
+
+
+def refuse(head: bytes, path: Path) -> str | None:
+    """Why a file no reader claims is refused: an nsys report (it must be exported to SQLite first), or a SQLite
+    header that is corrupt; None for anything else."""
+    if head.startswith(REPORT_MAGIC) or path.suffix in REPORT_SUFFIXES:
+        export = f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
+        return f"an Nsight Systems report, not its SQLite export; export it first: {export}"
+    if head.startswith(b"SQLite format"):  # the magic's start, not the whole of it
+        return "corrupt SQLite header"
+    return None
 
 
 def _copy_kind_sql(col: str) -> str:
