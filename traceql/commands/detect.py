@@ -18,9 +18,10 @@ from traceql.commands import options
 from traceql.errors import TraceqlError
 from traceql.export.files import format_for, write_frame
 from traceql.labelling import Baseline, DetectResult, label, read_baseline, read_metrics, read_timeline
-from traceql.merge import merge, split_runs
+from traceql.merge import merge
 from traceql.parallel import Progress, check, disk_bytes, iter_tasks
 from traceql.sources import inputs
+from traceql.sources.runs import split_runs
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector

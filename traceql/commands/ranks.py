@@ -15,8 +15,8 @@ from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, st
 from traceql.commands import options
 from traceql.commands.detect import import_detector
 from traceql.labelling import Baseline, label, read_baseline, read_timeline
-from traceql.merge import split_runs
 from traceql.sources import inputs
+from traceql.sources.runs import split_runs
 
 __all__ = ["RanksResult", "ranks"]
 

@@ -34,6 +34,11 @@ def sniff(head: bytes, path: Path) -> bool:
     return head.startswith(b"\x1f\x8b") or head.lstrip()[:1] == b"{"
 
 
+def loose_runs(loose: list[Path]) -> list[list[Path]]:
+    """Loose traces given together are one run, as :func:`load` reads them (their ranks: :func:`assign`)."""
+    return [loose]
+
+
 @dataclass
 class KinetoFile:
     """One parsed Kineto trace: its metadata and its GPU events, annotations and launches as frames."""

@@ -21,6 +21,7 @@ from traceql.model.schema import columns
 from traceql.sources.inputs import InputFile
 
 FORMAT = "ncu-csv"
+TIMELINE = False  # metrics of profiled launches, no timeline: in runs, they go with the first run
 ID_COLS = {"ID": "ncu_id", "Kernel Name": "kernel_name", "Device": "device", "Stream": "stream",
            "Grid Size": "grid", "Block Size": "block"}
 DETAILS_COLS = {"Section Name", "Metric Name", "Metric Unit", "Metric Value"}

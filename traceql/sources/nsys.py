@@ -22,7 +22,7 @@ from traceql.model.names import collective_expr, kind_expr
 from traceql.sources import by_run, sqlite_header
 from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import KERNEL_TABLE, NsysFile, attach, fail
-from traceql.sources.ranks import RankAssignment, assign_ranks
+from traceql.sources.ranks import RankAssignment, assign_ranks, name_without_rank, rank_from_name
 
 FORMAT = "nsys-sqlite"
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
@@ -55,6 +55,29 @@ def refuse(head: bytes, path: Path) -> str | None:
     if head.startswith(b"SQLite format"):  # the magic's start, not the whole of it
         return "corrupt SQLite header"
     return None
+
+
+def loose_runs(loose: list[Path]) -> list[list[Path]]:
+    """The runs loose exports form: those whose names share a stem and carry distinct rank numbers
+    (``gpt2_rank0.sqlite``, ``gpt2_rank1.sqlite``), first across folders, else within each folder."""
+    runs: list[list[Path]] = []
+    by_stem: dict[str, list[Path]] = {}
+    for p in loose:
+        by_stem.setdefault(name_without_rank(p), []).append(p)
+    for group in by_stem.values():
+        if _is_one_run(group):
+            runs.append(group)
+            continue
+        by_folder: dict[Path, list[Path]] = {}
+        for p in group:
+            by_folder.setdefault(p.resolve().parent, []).append(p)
+        runs += [mine for mine in by_folder.values() if _is_one_run(mine)]
+    return runs
+
+
+def _is_one_run(files: list[Path]) -> bool:
+    ranks = [rank_from_name(p) for p in files]
+    return len(files) > 1 and None not in ranks and len(set(ranks)) == len(files)
 
 
 def _copy_kind_sql(col: str) -> str:
