@@ -65,10 +65,12 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
     """Put every checked input file into ``model``, each through its format's reader; the readers' notes
     (what they had to do differently) are returned."""
     notes: list[str] = []
-    for r in _readers():
-        mine = [f for f in files if f.fmt == r.FORMAT]
-        if mine:
-            notes += r.load(model, mine) or []
+    waiting, readers = {f.fmt for f in files}, _readers()
+    while waiting:  # the readers after the last one with files are not imported
+        r = next(readers)
+        if r.FORMAT in waiting:
+            waiting.remove(r.FORMAT)
+            notes += r.load(model, [f for f in files if f.fmt == r.FORMAT]) or []
     return notes
 
 
