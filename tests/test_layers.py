@@ -20,7 +20,7 @@ LAYERS = [
     ("traceql.errors",),
     ("traceql.model",),
     ("traceql.sources", "traceql.trace", "traceql.export", "traceql.collecting", "traceql.parallel",
-     "traceql.merge", "traceql.tuning"),
+     "traceql.tuning"),
     ("traceql.labelling", "traceql.dataset"),
     ("traceql.commands",),
     ("traceql.cli", "traceql.__main__"),

@@ -14,7 +14,7 @@ import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, INRUN_TRACE, NSYS, RUNS, TINY, corpus
 from traceql.commands.detect import detect
-from traceql.merge import split_runs
+from traceql.sources.runs import split_runs
 
 
 def _closed_port() -> int:

@@ -14,8 +14,8 @@ from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_tim
 from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.result import DetectResult
-from traceql.merge import split_runs  # until the grouping moves to traceql.sources.runs
 from traceql.sources import inputs
+from traceql.sources.runs import split_runs
 
 Paths = str | Path | Sequence[str | Path] | None
 

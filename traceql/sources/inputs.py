@@ -6,15 +6,14 @@ line and is never opened by a database engine.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from traceql import sources
 from traceql.errors import InputError
 from traceql.sources import runfolder
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+NOT_A_TRACE = "not a trace traceql can read (expected an nsys SQLite export or a torch.profiler JSON trace)"
 
 
 def _embedded() -> Path:
@@ -32,7 +31,8 @@ DEFAULT_BASELINE = EMBEDDED / "gpt2-single-nsys"
 
 @dataclass(frozen=True)
 class InputFile:
-    """One checked input: its path and its format (``nsys-sqlite``, ``kineto-json`` or ``ncu-csv``)."""
+    """One checked input: its path and its format (its reader's ``FORMAT``: ``nsys-sqlite``, ``kineto-json``,
+    ``ncu-csv``)."""
 
     path: Path
     fmt: str
@@ -41,30 +41,9 @@ class InputFile:
     wal: bool = False  # a SQLite database in WAL mode: reading it in place would create files beside it
 
 
-def _export_hint(path: Path) -> str:
-    return f"export it first: nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
-
-
-def _check_sqlite_header(path: Path, head: bytes, size: int) -> None:
-    """Refuse a SQLite file whose header promises more pages than the file holds."""
-    if len(head) < 100:
-        raise InputError(f"truncated SQLite database ({size} bytes, shorter than its header)", path=str(path))
-    (page_size,) = struct.unpack(">H", head[16:18])
-    page_size = 65536 if page_size == 1 else page_size
-    change_counter, page_count = struct.unpack(">II", head[24:32])
-    (valid_for,) = struct.unpack(">I", head[92:96])
-    if valid_for == change_counter and page_count:
-        expected = page_size * page_count
-        if size < expected:
-            raise InputError(
-                f"truncated SQLite database ({size} of {expected} bytes): "
-                "the copy or the export did not finish",
-                path=str(path),
-            )
-
-
 def check_file(path: Path) -> InputFile:
-    """Classify one file by its first bytes; raise InputError for anything that is not a trace."""
+    """Check that one file can be read, then ask the readers (``traceql.sources``) whose it is, by its first
+    bytes and its name; raise InputError for anything that is not a trace."""
     if not path.exists():
         why = "a link to nothing" if path.is_symlink() else "no such file or directory"
         raise InputError(why, path=str(path))
@@ -79,21 +58,11 @@ def check_file(path: Path) -> InputFile:
         raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
     if size == 0:
         raise InputError("empty file (0 bytes): the capture or export was probably interrupted", path=str(path))
-    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] == b"{":
-        return InputFile(path, "kineto-json")
-    if path.suffix.lower() == ".csv":
-        return InputFile(path, "ncu-csv")
-    if head.startswith(SQLITE_MAGIC):
-        _check_sqlite_header(path, head, size)
-        return InputFile(path, "nsys-sqlite", wal=head[18:20] == b"\x02\x02")
-    if head.startswith(NSYS_REP_MAGIC) or path.suffix in {".nsys-rep", ".qdrep"}:
-        raise InputError(f"an Nsight Systems report, not its SQLite export; {_export_hint(path)}", path=str(path))
-    if head.startswith(b"SQLite format"):
-        raise InputError("corrupt SQLite header", path=str(path))
-    raise InputError(
-        "not a trace traceql can read (expected an nsys SQLite export or a torch.profiler JSON trace)",
-        path=str(path),
-    )
+    reader = sources.recognise(head, path)
+    if reader is None:
+        raise InputError(sources.refusal(head, path) or NOT_A_TRACE, path=str(path))
+    checked = InputFile(path, reader.FORMAT)
+    return reader.check(checked, head, size) if hasattr(reader, "check") else checked
 
 
 def _is_trace_name(name: str) -> bool:

@@ -25,7 +25,18 @@ from traceql.sources.kineto_decode import decode
 from traceql.sources.kineto_events import GPU_INTS, stream
 from traceql.sources.ranks import rank_from_name, run_name
 
+FORMAT = "kineto-json"
 COPY_KIND = re.compile(r"^Memcpy (\w+)")
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """A JSON object, or gzip (a ``.json.gz`` trace): what torch.profiler writes, whatever the file's name."""
+    return head.startswith(b"\x1f\x8b") or head.lstrip()[:1] == b"{"
+
+
+def loose_runs(loose: list[Path]) -> list[list[Path]]:
+    """Loose traces given together are one run, as :func:`load` reads them (their ranks: :func:`assign`)."""
+    return [loose]
 
 
 @dataclass

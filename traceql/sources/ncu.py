@@ -20,6 +20,8 @@ from traceql.model.names import SIGNATURE_COLUMNS, short_names
 from traceql.model.schema import columns
 from traceql.sources.inputs import InputFile
 
+FORMAT = "ncu-csv"
+TIMELINE = False  # metrics of profiled launches, no timeline: in runs, they go with the first run
 ID_COLS = {"ID": "ncu_id", "Kernel Name": "kernel_name", "Device": "device", "Stream": "stream",
            "Grid Size": "grid", "Block Size": "block"}
 DETAILS_COLS = {"Section Name", "Metric Name", "Metric Unit", "Metric Value"}
@@ -35,6 +37,11 @@ CURATED = {
     "ncu_registers_per_thread": (["launch__registers_per_thread"], "Registers Per Thread"),
 }
 TIME_SCALE = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+
+def sniff(head: bytes, path: Path) -> bool:
+    """Any file named .csv: ncu writes no header of its own (a program's output may come first)."""
+    return path.suffix.lower() == ".csv"
 
 
 @dataclass

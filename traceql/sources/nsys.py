@@ -1,29 +1,33 @@
 """Nsight Systems SQLite exports → the normalized model.
 
-Each export is ATTACHed read-only; tables are found by name (schemas drift between nsys versions), names
-are resolved through ``StringIds``, and all row work happens inside DuckDB.
+An export is recognised by its SQLite header (``sqlite_header``); a report that was not exported is refused
+with the command that exports it. Each export is ATTACHed read-only (``nsys_attach``); tables are found by
+name (schemas drift between nsys versions), names are resolved through ``StringIds``, and all row work
+happens inside DuckDB.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from traceql.errors import InputError, SchemaError
-from traceql.model.engine import Model, sql_literal
+from traceql.errors import SchemaError
+from traceql.model.engine import Model
 from traceql.model.names import collective_expr, kind_expr
-from traceql.sources import by_run
+from traceql.sources import by_run, sqlite_header
 from traceql.sources.inputs import InputFile
-from traceql.sources.ranks import RankAssignment, assign_ranks
+from traceql.sources.nsys_attach import KERNEL_TABLE, NsysFile, attach, fail
+from traceql.sources.ranks import RankAssignment, assign_ranks, name_without_rank, rank_from_name
 
-KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
-META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
-SESSION_START = "TARGET_INFO_SESSION_START_TIME"
+FORMAT = "nsys-sqlite"
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
 NVTX_TYPES = (34, 59, 60)  # NvtxMark, NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
 # CUPTI's memcpy kinds (stable enum values).
@@ -31,65 +35,49 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
               9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
 
 
-@dataclass
-class NsysFile:
-    """One attached export: its DuckDB alias, its tables, what its metadata says, when its session started (ns
-    since the epoch; its times count from there) and the processes that ran kernels (``pids``: known once its
-    kernels are read, :func:`_read_kernels`)."""
-
-    path: Path
-    alias: str
-    tables: set[str]
-    tool_version: str | None
-    schema_version: str | None
-    session_start_ns: int | None
-    pids: list[int]
+def sniff(head: bytes, path: Path) -> bool:
+    """A SQLite database, unless it is named .csv: the ncu reader claims every file so named."""
+    return head.startswith(sqlite_header.MAGIC) and path.suffix.lower() != ".csv"
 
 
-def _fail(path: Path, exc: duckdb.Error) -> InputError | SchemaError:
-    """One line for what went wrong reading an export: a value of the wrong type, a table or column the model
-    needs and the export lacks, or a file SQLite cannot read."""
-    msg = str(exc).splitlines()[0]
-    if "Mismatch Type" in msg:
-        return InputError(f"a column holds values of the wrong type ({msg}): damaged, or written by another tool?",
-                          path=str(path))
-    if msg.startswith(("Binder Error", "Catalog Error")):
-        return SchemaError(f"the export lacks a table or column the model needs ({msg}): made by an nsys version "
-                           "traceql does not know, or altered?", path=str(path))
-    return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
+def check(file: InputFile, head: bytes, size: int) -> InputFile:
+    """Refuse an export cut short; mark one in WAL mode, which :func:`load` reads from a copy."""
+    sqlite_header.check_complete(file.path, head, size)
+    return replace(file, wal=sqlite_header.in_wal_mode(head))
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None) -> NsysFile:
-    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
-    needs; errors name ``path``."""
-    try:
-        con.execute(f"ATTACH {sql_literal(str(read_from or path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
-        tables = {  # from SQLite's own catalog: DuckDB's would read every attached table's columns
-            r[0] for r in con.execute(
-                "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(read_from or path)]
-            ).fetchall()
-        }
-    except duckdb.Error as exc:
-        raise _fail(path, exc) from exc
-    meta = next((t for t in META_TABLES if t in tables), None)
-    if meta is None and "StringIds" not in tables:
-        raise InputError(
-            "a SQLite database, but not an Nsight Systems export (no META_DATA_EXPORT or StringIds table)",
-            path=str(path),
-        )
-    if KERNEL_TABLE not in tables:
-        raise SchemaError(
-            f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (was it run with `-t cuda`?)",
-            path=str(path),
-        )
-    try:
-        info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
-        start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
-            if SESSION_START in tables else None
-    except duckdb.Error as exc:
-        raise _fail(path, exc) from exc
-    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"),
-                    start, [])
+def refuse(head: bytes, path: Path) -> str | None:
+    """Why a file no reader claims is refused: an nsys report (it must be exported to SQLite first), or a SQLite
+    header that is corrupt; None for anything else."""
+    if head.startswith(REPORT_MAGIC) or path.suffix in REPORT_SUFFIXES:
+        export = f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
+        return f"an Nsight Systems report, not its SQLite export; export it first: {export}"
+    if head.startswith(b"SQLite format"):  # the magic's start, not the whole of it
+        return "corrupt SQLite header"
+    return None
+
+
+def loose_runs(loose: list[Path]) -> list[list[Path]]:
+    """The runs loose exports form: those whose names share a stem and carry distinct rank numbers
+    (``gpt2_rank0.sqlite``, ``gpt2_rank1.sqlite``), first across folders, else within each folder."""
+    runs: list[list[Path]] = []
+    by_stem: dict[str, list[Path]] = {}
+    for p in loose:
+        by_stem.setdefault(name_without_rank(p), []).append(p)
+    for group in by_stem.values():
+        if _is_one_run(group):
+            runs.append(group)
+            continue
+        by_folder: dict[Path, list[Path]] = {}
+        for p in group:
+            by_folder.setdefault(p.resolve().parent, []).append(p)
+        runs += [mine for mine in by_folder.values() if _is_one_run(mine)]
+    return runs
+
+
+def _is_one_run(files: list[Path]) -> bool:
+    ranks = [rank_from_name(p) for p in files]
+    return len(files) > 1 and None not in ranks and len(set(ranks)) == len(files)
 
 
 def _copy_kind_sql(col: str) -> str:
@@ -148,7 +136,7 @@ def _read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> pl.DataFrame:
             {launch_join}
         """)
     except duckdb.Error as exc:
-        raise _fail(f.path, exc) from exc
+        raise fail(f.path, exc) from exc
     f.pids = kernels["pid"].unique().sort().to_list()
     if not f.pids:
         raise SchemaError(
@@ -264,7 +252,7 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
             con.execute(f"DROP TYPE IF EXISTS _strings_{f.alias}")
         except duckdb.Error as exc:
-            raise _fail(f.path, exc) from exc
+            raise fail(f.path, exc) from exc
 
 
 def load(model: Model, files: list[InputFile]) -> list[str]:

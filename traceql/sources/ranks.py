@@ -26,10 +26,15 @@ def rank_from_name(path: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
+def name_without_rank(path: Path) -> str:
+    """A per-rank file's name without its rank and suffixes (``gpt2_rank0.sqlite`` → ``gpt2``)."""
+    return RANK_IN_NAME.sub("", path.name.split(".")[0]).strip("_-.")
+
+
 def run_name(paths: list[Path]) -> str:
     """A run's name from its per-rank files: their common name without the rank (``gpt2_rank0.sqlite``,
     ``gpt2_rank1.sqlite`` → ``gpt2``), else the name of the folder holding them, else the first file's."""
-    stems = {RANK_IN_NAME.sub("", p.name.split(".")[0]).strip("_-.") for p in paths}
+    stems = {name_without_rank(p) for p in paths}
     if len(stems) == 1 and (stem := stems.pop()):
         return stem
     return paths[0].resolve().parent.name or paths[0].name.split(".")[0]

@@ -1,0 +1,78 @@
+"""One Nsight Systems export ATTACHed read-only: checked to be an export the model can read (its kernels
+recorded), its tables found by name and its metadata read; and one line for what goes wrong reading it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from traceql.errors import InputError, SchemaError
+from traceql.model.engine import sql_literal
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
+SESSION_START = "TARGET_INFO_SESSION_START_TIME"
+
+
+@dataclass
+class NsysFile:
+    """One attached export: its DuckDB alias, its tables, what its metadata says, when its session started (ns
+    since the epoch; its times count from there) and the processes that ran kernels (``pids``: known once the
+    reader has read its kernels)."""
+
+    path: Path
+    alias: str
+    tables: set[str]
+    tool_version: str | None
+    schema_version: str | None
+    session_start_ns: int | None
+    pids: list[int]
+
+
+def fail(path: Path, exc: duckdb.Error) -> InputError | SchemaError:
+    """One line for what went wrong reading an export: a value of the wrong type, a table or column the model
+    needs and the export lacks, or a file SQLite cannot read."""
+    msg = str(exc).splitlines()[0]
+    if "Mismatch Type" in msg:
+        return InputError(f"a column holds values of the wrong type ({msg}): damaged, or written by another tool?",
+                          path=str(path))
+    if msg.startswith(("Binder Error", "Catalog Error")):
+        return SchemaError(f"the export lacks a table or column the model needs ({msg}): made by an nsys version "
+                           "traceql does not know, or altered?", path=str(path))
+    return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None) -> NsysFile:
+    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
+    needs; errors name ``path``."""
+    try:
+        con.execute(f"ATTACH {sql_literal(str(read_from or path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
+        tables = {  # from SQLite's own catalog: DuckDB's would read every attached table's columns
+            r[0] for r in con.execute(
+                "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(read_from or path)]
+            ).fetchall()
+        }
+    except duckdb.Error as exc:
+        raise fail(path, exc) from exc
+    meta = next((t for t in META_TABLES if t in tables), None)
+    if meta is None and "StringIds" not in tables:
+        raise InputError(
+            "a SQLite database, but not an Nsight Systems export (no META_DATA_EXPORT or StringIds table)",
+            path=str(path),
+        )
+    if KERNEL_TABLE not in tables:
+        raise SchemaError(
+            f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (was it run with `-t cuda`?)",
+            path=str(path),
+        )
+    try:
+        info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
+        start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
+            if SESSION_START in tables else None
+    except duckdb.Error as exc:
+        raise fail(path, exc) from exc
+    return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"),
+                    start, [])
+
