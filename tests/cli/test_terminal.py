@@ -18,6 +18,7 @@ from traceql.cli import common
 def fits(text: str, width: int) -> None:
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= width
+    assert not [line for line in text.splitlines() if line.endswith(" ")]  # no padding left at a line's end
 
 
 def ms3(ns: float) -> str:
@@ -39,6 +40,12 @@ def test_detect_shows_every_figure_whole(invoke, width: int) -> None:
     per_step = pl.DataFrame(data["steps"]).group_by("step").agg(pl.col("time_lost_ns").sum()).sort("step")
     assert all(f"{s}: {ms3(v)}" in table for s, v in per_step.iter_rows())
     assert "Next: traceql report" in table
+
+
+def test_ranks_fits_without_trailing_spaces(invoke, width: int) -> None:
+    text = invoke("ranks").stdout
+    assert "Steps of gpt2-nsys" in text and "Per rank of gpt2-nsys" in text
+    fits(text, width)
 
 
 def test_info_shows_every_figure_whole(invoke, width: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -22,8 +23,19 @@ from typer.core import TyperGroup
 
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
 
+PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces ending a line (before any closing style code)
+
+
+class TrimmedConsole(Console):
+    """A console whose lines end without the spaces rich pads every table cell and title with to the table's
+    width: piped output, saved output and terminals alike carry no trailing spaces."""
+
+    def _render_buffer(self, buffer: Any) -> str:  # every print and capture() is rendered here (rich 13-15)
+        return PADDING.sub("", super()._render_buffer(buffer))
+
+
 # The terminal's width; off a terminal, COLUMNS if set, else 80: every table is laid out to fit 80 columns.
-console = Console()
+console = TrimmedConsole()
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 try:  # typer >= 0.20 carries its own copy of click
