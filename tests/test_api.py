@@ -76,3 +76,12 @@ def test_every_public_name_resolves() -> None:
     for name in traceql.__all__:
         assert getattr(traceql, name) is not None, name
     assert traceql.ranks.__module__ == "traceql.commands.ranks" and traceql.diff.__module__ == "traceql.commands.diff"
+
+
+def test_the_command_lines_threshold_is_the_analyzers_paired_factor() -> None:
+    """Written twice on purpose (the command line shows it without loading polars; the leaf imports no
+    traceql): the two must agree."""
+    from traceql.analyzers.detection import labels
+    from traceql.labelling import options
+
+    assert options.PAIRED_FACTOR == labels.PAIRED_FACTOR == 1.2

@@ -81,7 +81,8 @@ def _run_folder(path: Path) -> list[InputFile] | None:
 def _scan_directory(path: Path) -> list[Path]:
     found = sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p.name))
     if not found:
-        reps = sorted(p.name for p in path.iterdir() if p.suffix in {".nsys-rep", ".qdrep"})
+        # reports a reader refuses by their name alone (the nsys reader's .nsys-rep, .qdrep): not read here
+        reps = sorted(p.name for p in path.iterdir() if p.is_file() and sources.refusal(b"", p))
         hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite)" if reps else ""
         raise InputError(f"directory holds no traces (*.sqlite, *.json, *.json.gz, ncu *.csv){hint}", path=str(path))
     return found
