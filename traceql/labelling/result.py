@@ -56,7 +56,7 @@ class DetectResult:
             "steps": self.steps.to_dicts(),
             "totals": {
                 "compute_kernels": self.kernels.height,
-                "cases": int(self.kernels["is_slowdown"].sum()),
+                "cases": self.cases(),
                 "time_lost_ns": self.time_lost_ns(),
             },
             "notes": self.notes,
