@@ -1,18 +1,20 @@
-"""Score every label source against twin labels, and choose the detector's settings leave-one-model-out.
+"""Score every label source against twin labels, per pair and per reference kind.
 
-    python bench/detector_f1.py [--corpus ../shared/datasets/h200-ddp/nsys]
+    python bench/detector_f1.py [--corpus ../shared/datasets/h200-ddp/nsys] [--grid]
 
-Twin labels (`detect TRACE --baseline ISOLATED`) are the truth. For each pair it prints the single-trace
-detector's precision / recall / F1 (isolated steps hidden from it), the same without the forest (band =
-threshold), how many labels the forest changes, the in-run labels' F1 where the run has isolated steps, and
-each source's unoverlapped false-positive rate (kernels no communication touched that are labelled cases,
-or that exceed 1.2x their baseline). Then, for each model held out in turn, the band and contamination
-that score best on the other models, and the held-out F1 with them.
+Twin labels (`detect TRACE --baseline ISOLATED`) are the truth, over the normal steps. Per pair and label
+source (the single-trace detector with the isolated steps hidden; in-run labels with all the run's isolated
+steps, and with its first one only) it prints precision / recall / F1, the share of the source's cases on
+each reference kind (twin, clean, borrowed, corrected, contaminated) and the precision of the cases judged
+on a clean reference alone. The forest's ablation: the detector's F1 without the forest (band = threshold)
+and how many labels the forest changes. With ``--grid``, the band and contamination chosen
+leave-one-model-out (settings picked on the other models, F1 on the held-out one).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -20,9 +22,12 @@ import polars as pl
 
 from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.commands.detect import detect
+from traceql.labelling.inputs import read_timeline
+from traceql.labelling.label import label
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDS, CONTAMINATIONS = (1.05, 1.1, 1.15, 1.2), (0.02, 0.05, 0.1, 0.2)
+KINDS = ("twin", "clean", "borrowed", "corrected", "contaminated")
 
 
 def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
@@ -33,7 +38,8 @@ def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
     out += [("gpt2", "embedded gpt2", ours / "default/gpt2-nsys", ours / "default/gpt2-single-nsys"),
             ("gpt2", "in-run gpt2", ours / "inrun/gpt2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
             ("gpt2", "in-run gpt2 cap2", ours / "runs/gpt2-cap2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
-            ("resnet50", "in-run resnet50", ours / "runs/resnet50-inrun-nsys", ours / "runs/resnet50-single-nsys")]
+            ("resnet50", "in-run resnet50", ours / "runs/resnet50-inrun-nsys", ours / "runs/resnet50-single-nsys"),
+            ("gpt2", "gpt2 4 GPUs", ours / "runs/gpt2-4rank-nsys", ours / "inrun/gpt2-single-nsys")]
     return [p for p in out if p[2].exists()]
 
 
@@ -44,48 +50,69 @@ def prf(pred: pl.Series, truth: pl.Series) -> tuple[float, float, float]:
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
-def normal(frame: pl.DataFrame) -> pl.Series:
-    """The kernels of normal training steps (not the isolated steps' own)."""
-    return frame["baseline_kind"] != "reference"
+def first_isolated_step(trace: Path) -> pl.DataFrame:
+    """The in-run labels of ``trace`` with only its first isolated step kept (the others dropped)."""
+    timeline = read_timeline(trace)
+    k = timeline.kernels
+    iso = k.filter(pl.col("step_kind") == "isolated")
+    first = iso.group_by("run_id", "rank").agg(pl.col("step").min().alias("_first"))
+    kept = k.join(first, on=["run_id", "rank"], how="left", maintain_order="left").filter(
+        (pl.col("step_kind") != "isolated").fill_null(True) | (pl.col("step") == pl.col("_first"))).drop("_first")
+    return label(dataclasses.replace(timeline, kernels=kept)).kernels
 
 
-def unoverlapped_fp(frame: pl.DataFrame) -> float:
-    """Share of unoverlapped kernels (with a baseline) that are cases or exceed 1.2x their baseline."""
-    clean = frame.filter((pl.col("comm_overlap_ns") == 0) & pl.col("baseline_ns").is_not_null())
-    return float((clean["is_slowdown"] | (clean["slowdown_ratio"] > 1.2)).mean()) if clean.height else 0.0
+def row(name: str, source: str, frame: pl.DataFrame, truth: pl.DataFrame, more: str = "") -> None:
+    """One line: P/R/F1 over the normal steps, the cases' share per reference kind, clean-only precision."""
+    on = frame.join(truth.select("run_id", "rank", "stream", "start_ns", pl.col("is_slowdown").alias("_gt")),
+                    on=["run_id", "rank", "stream", "start_ns"], how="left", maintain_order="left")
+    keep = (on["step_kind"] == "sync").fill_null(True)
+    pred, gt = on["is_slowdown"].filter(keep), on["_gt"].fill_null(False).filter(keep)
+    p, r, f = prf(pred, gt)
+    cases = on.filter(keep & on["is_slowdown"])
+    shares = "/".join(f"{100 * float((cases['reference_kind'] == k).mean()):.0f}" if cases.height else "-"
+                      for k in KINDS)
+    clean = on.filter(keep & (on["reference_kind"] == "clean"))
+    cp = prf(clean["is_slowdown"], clean["_gt"].fill_null(False))[0] if clean["is_slowdown"].any() else None
+    print(f"{name:<17}{source:<9}{int(gt.sum()):>6}{int(pred.sum()):>6}{p:>7.3f}{r:>7.3f}{f:>7.3f}"
+          f"{'-' if cp is None else f'{cp:.3f}':>8}  {shares:<15}{more}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/datasets/h200-ddp/nsys")
+    ap.add_argument("--grid", action="store_true", help="also choose band and contamination leave-one-model-out")
     args = ap.parse_args()
     found = pairs(args.corpus)
-    truth = {name: detect(t, baseline=[i]).kernels for _, name, t, i in found}
-    print(f"{'pair':<18}{'cases':>6}{'P':>7}{'R':>7}{'F1':>7}{'no forest':>10}{'changed':>8}{'in-run F1':>10}"
-          f"{'unovl FP: twin/in-run/det':>28}")
+    print(f"{'pair':<17}{'source':<9}{'twin':>6}{'cases':>6}{'P':>7}{'R':>7}{'F1':>7}{'clean P':>8}  "
+          f"{'% cases on':<15}forest: F1 without, labels changed")
+    print(f"{'':<17}{'':<9}{'':>6}{'':>6}{'':>7}{'':>7}{'':>7}{'':>8}  {'tw/cl/bo/co/ct':<15}")
     grid: dict[tuple[str, tuple[float, float]], float] = {}
-    for _model, name, trace, _ in found:
-        gt = truth[name]
-        keep = normal(gt)
+    f1s = []
+    for _model, name, trace, iso in found:
+        truth = detect(trace, baseline=[iso]).kernels
+        keep = (truth["step_kind"] == "sync").fill_null(True)
         single = detect(trace, single_trace=True).kernels
         plain = detect(trace, single_trace=True, detector=SlowdownDetector(band=1.2)).kernels
-        inrun = detect(trace).kernels
-        has_inrun = inrun["label_source"][0] == "inrun"
-        p, r, f = prf(single["is_slowdown"].filter(keep), gt["is_slowdown"].filter(keep))
-        nf = prf(plain["is_slowdown"].filter(keep), gt["is_slowdown"].filter(keep))[2]
+        nf = prf(plain["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2]
         changed = int((plain["is_slowdown"] != single["is_slowdown"]).sum())
-        ir = f"{prf(inrun['is_slowdown'].filter(keep), gt['is_slowdown'].filter(keep))[2]:.3f}" if has_inrun else "-"
-        fps = "/".join(f"{unoverlapped_fp(x):.4f}" if x is not None else "-"
-                       for x in (gt, inrun if has_inrun else None, single))
-        print(f"{name:<18}{int(gt['is_slowdown'].sum()):>6}{p:>7.3f}{r:>7.3f}{f:>7.3f}{nf:>10.3f}{changed:>8}{ir:>10}"
-              f"{fps:>28}")
-        for band, cont in itertools.product(BANDS, CONTAMINATIONS):
-            det = SlowdownDetector(band=band, contamination=cont)
-            pred = detect(trace, single_trace=True, detector=det).kernels["is_slowdown"]
-            grid[(name, (band, cont))] = prf(pred.filter(keep), gt["is_slowdown"].filter(keep))[2]
+        row(name, "detector", single, truth, f"{nf:.3f}, {changed}")
+        f1s.append(prf(single["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2])
+        inrun = detect(trace).kernels
+        if inrun["label_source"][0] == "inrun":
+            row("", "in-run", inrun, truth)
+            row("", "in-run 1", first_isolated_step(trace), truth)
+        if args.grid:
+            for band, cont in itertools.product(BANDS, CONTAMINATIONS):
+                det = SlowdownDetector(band=band, contamination=cont)
+                pred = detect(trace, single_trace=True, detector=det).kernels["is_slowdown"]
+                grid[(name, (band, cont))] = prf(pred.filter(keep), truth["is_slowdown"].filter(keep))[2]
+    print(f"\ndetector F1: mean {sum(f1s) / len(f1s):.3f}, least {min(f1s):.3f} over {len(f1s)} pairs")
+    print("% cases on: the share of the source's cases judged on each reference kind: twin, clean, borrowed, "
+          "corrected, contaminated")
+    if not args.grid:
+        return
     print("\nleave one model out: settings chosen on the other models, F1 on the held-out one")
-    models = sorted({m for m, *_ in found})
-    for held in models:
+    for held in sorted({m for m, *_ in found}):
         train = [n for m, n, *_ in found if m != held]
         test = [n for m, n, *_ in found if m == held]
         best = max(itertools.product(BANDS, CONTAMINATIONS),

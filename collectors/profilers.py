@@ -13,7 +13,7 @@ from traceql.collectors.errors import CollectError
 from traceql.collectors.files import atomic_path
 
 PROFILERS = ("none", "nsys", "ncu", "torch")
-ISOLATED_DEFAULT = 3
+ISOLATED_DEFAULT = 1
 
 
 @dataclass

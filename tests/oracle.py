@@ -107,7 +107,9 @@ def nsys_steps(path: Path, table: str = "CUPTI_ACTIVITY_KIND_KERNEL") -> dict[tu
 
 def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, int], tuple[float | None, bool]]:
     """``(device, start) → (twin baseline, is case)`` for every compute kernel of ``trace``, by the twin
-    definition, against the isolated run ``iso`` (both nsys, so demangled names compare as they are)."""
+    definition, against the isolated run ``iso`` (both nsys, so demangled names compare as they are). Where
+    communication overlapped a kernel, its baseline is at least its duration minus that overlap (a kernel loses
+    at most what overlapped), and a case's excess is over two ticks of nsys' nanosecond clock."""
     def stepped(path: Path) -> tuple[list[dict], dict[tuple, list[dict]]]:
         kernels = read_kernels(path, keyed=True)
         steps = nsys_steps(path)
@@ -134,9 +136,10 @@ def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, 
     for ks in steps.values():
         for i, j in _aligned(tuple(k["key"] for k in ks), canonical):
             k = ks[i]
-            base = statistics.median(durations[j])
-            out[(k["device"], k["start"])] = (base, overlap[(k["device"], k["start"])] > 0
-                                              and k["end"] - k["start"] > factor * base)
+            base, dur, over = statistics.median(durations[j]), k["end"] - k["start"], overlap[(k["device"], k["start"])]
+            if over > 0:
+                base = max(base, dur - over)
+            out[(k["device"], k["start"])] = (base, over > 0 and dur > factor * base and dur - base > 2)
     return out
 
 

@@ -2,9 +2,10 @@
 
 A scikit-learn estimator over ``traceql.analyzers.detection.features.COLUMNS``. A kernel with a within-trace
 reference that communication overlapped is a slowdown case (``predict`` → -1) when it ran longer than
-``threshold`` × its estimate — or longer than ``band`` × it and its timing is among the ``contamination``
-most abnormal of the overlapped kernels, by an IsolationForest fitted on them (``fit``). The forest decides
-the band below the threshold, where an estimate's own error (a few percent) and a real slowdown meet.
+``threshold`` × its estimate by more than the estimate's own error (``margin``, 1 %); or, where the reference
+is not clean (borrowed, corrected, contaminated: ``clean_reference`` 0), longer than ``band`` × it and its
+timing among the ``contamination`` most abnormal of the overlapped kernels, by an IsolationForest fitted on
+them (``fit``). The forest decides that band, where an uncertain estimate and a real slowdown meet.
 Kernels with no reference (``no_reference``) are never cases.
 
 On a long trace the forest is fitted, and its ``contamination`` cut-off set, on a random sample of
@@ -27,6 +28,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from traceql.analyzers.detection.features import COLUMNS, FEATURES
 
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
+CLEAN = COLUMNS.index("clean_reference")
 FOREST = [COLUMNS.index(c) for c in FEATURES]
 MIN_FIT = 16
 FIT_SAMPLE = 65_536  # overlapped kernels the forest and its cut-off are fitted on, at most
@@ -52,6 +54,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self,
         threshold: float = 1.2,
         band: float = 1.1,
+        margin: float = 0.01,
         contamination: float = 0.05,
         n_estimators: int = 200,
         max_samples: int | str = "auto",
@@ -59,6 +62,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
     ) -> None:
         self.threshold = threshold
         self.band = band
+        self.margin = margin
         self.contamination = contamination
         self.n_estimators = n_estimators
         self.max_samples = max_samples
@@ -79,6 +83,8 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
             raise ValueError(f"threshold must be > 1.0, got {self.threshold}")
         if not 1.0 < self.band <= self.threshold:
             raise ValueError(f"band must be in (1, threshold], got {self.band}")
+        if not 0.0 <= self.margin < 0.5:
+            raise ValueError(f"margin must be in [0, 0.5), got {self.margin}")
         if not 0.0 <= self.contamination < 0.5:
             raise ValueError(f"contamination must be in [0, 0.5), got {self.contamination}")
         X = self._check(X)
@@ -118,11 +124,12 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         :meth:`candidate_scores` of the same rows, already computed: they are not computed again."""
         X = self._check(X)
         ratio = np.nan_to_num(X[:, RATIO], nan=-np.inf)
-        above = ratio - np.log(self.threshold)
+        above = ratio - np.log(self.threshold * (1.0 + self.margin))
         candidates = self._candidates(X)
-        in_band = candidates & (ratio >= np.log(self.band)) & (above <= 0)  # where the score decides
+        uncertain = np.nan_to_num(X[:, CLEAN]) < 0.5  # a clean reference's ratio decides alone
+        in_band = candidates & uncertain & (ratio >= np.log(self.band)) & (above <= 0)  # where the score decides
         score = self._scores(X, in_band) if scores is None else np.where(in_band, scores, np.nan)
-        score = np.nan_to_num(score, nan=-np.inf)  # elsewhere the ratio alone decides
+        score = np.nan_to_num(score, nan=np.inf)  # elsewhere the ratio alone decides
         banded = np.minimum(ratio - np.log(self.band), self.offset_ - score)
         margin = -np.maximum(above, banded)  # negative when over the threshold, or in the band and abnormal
         return np.where(candidates, margin, np.abs(margin) + 1.0)

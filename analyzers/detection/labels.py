@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.baselines.physical import beyond_ticks, floor
 from traceql.analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
 from traceql.analyzers.detection.features import COLUMNS
 
@@ -20,7 +21,9 @@ ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference
 
 def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float = PAIRED_FACTOR,
                   source: str = "baseline") -> pl.DataFrame:
-    """Label against an isolated reference: overlapped and longer than ``factor`` × the kernel's baseline.
+    """Label against an isolated reference: overlapped and longer than ``factor`` × the kernel's baseline (raised
+    to duration − overlap where it is below: ``baselines.physical``), by more than two ticks of the clock
+    (``tick_ns``).
 
     ``baselines`` holds ``_row, baseline_ns, baseline_kind, twin_pos`` (``traceql.analyzers.baselines.twins``) for
     rows of ``features``; a kernel without one (``baseline_kind`` none) is not a case.
@@ -28,11 +31,15 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
     aligned = features.select("_row").join(baselines, on="_row", how="left", maintain_order="left")
     out = features.with_columns(aligned.drop("_row"))  # joined narrow: the wide frame is not copied
     kind = pl.col("baseline_kind").fill_null(NONE)
+    isolated = kind.is_in([TWIN, KEY_MEDIAN])
+    out = out.with_columns(floor(pl.col("baseline_ns")).alias("baseline_ns"))
     return out.with_columns(
         kind.alias("baseline_kind"),
-        pl.when(kind.is_in([TWIN, KEY_MEDIAN])).then(pl.col("key")).alias("twin_key"),
+        pl.when(isolated).then(pl.lit(TWIN)).otherwise(pl.lit(NONE)).alias("reference_kind"),
+        pl.when(isolated).then(pl.col("key")).alias("twin_key"),
         (pl.col("duration_ns") / pl.col("baseline_ns")).alias("slowdown_ratio"),
-        ((pl.col("comm_overlap_ns") > 0) & (pl.col("duration_ns") > factor * pl.col("baseline_ns")))
+        ((pl.col("comm_overlap_ns") > 0) & (pl.col("duration_ns") > factor * pl.col("baseline_ns"))
+         & beyond_ticks(pl.col("baseline_ns")))
         .fill_null(False)
         .alias("is_slowdown"),
         pl.lit(source).alias("label_source"),
@@ -40,18 +47,20 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
 
 
 def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
-    """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate),
-    or none where the trace holds no reference for the kernel (never a case)."""
+    """Label with a fitted detector; the baseline is the within-trace estimate (``baseline_kind`` estimate,
+    ``reference_kind`` how good it is), or none where the trace holds no reference for the kernel (never a
+    case). A case's excess is more than two ticks of the clock (``tick_ns``)."""
     scores = features["score"].to_numpy() if "score" in features.columns else None  # with_scores: not again
     is_case = detector.predict(features.select(COLUMNS).to_numpy(), scores) == -1
     has_reference = pl.col("no_reference") == 0
     return features.with_columns(
         pl.when(has_reference).then(pl.col("estimate_ns")).alias("baseline_ns"),
         pl.when(has_reference).then(pl.lit(ESTIMATE)).otherwise(pl.lit(NONE)).alias("baseline_kind"),
+        pl.when(has_reference).then(pl.col("reference_kind")).otherwise(pl.lit(NONE)).alias("reference_kind"),
         pl.lit(None, pl.String).alias("twin_key"),
         pl.lit(None, pl.Int64).alias("twin_pos"),
         pl.when(has_reference).then(pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),
-        pl.Series("is_slowdown", is_case),
+        (pl.lit(pl.Series(is_case)) & beyond_ticks(pl.col("estimate_ns")).fill_null(False)).alias("is_slowdown"),
         pl.lit("detector").alias("label_source"),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -50,20 +51,31 @@ def test_torch_collection_writes_a_complete_run_folder(torch_run) -> None:
 
 
 def test_isolated_steps_are_in_the_trace_and_the_manifest(torch_run) -> None:
-    """Under torch.profiler on 2 ranks, 3 isolated steps run by default, before the 3 active steps."""
+    """Under torch.profiler on 2 ranks, one isolated step runs by default, before the first active step."""
     out, _ = torch_run
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["profiler"]["isolated_steps"] == 3
+    assert manifest["profiler"]["isolated_steps"] == 1
     for r in manifest["ranks"]:
-        assert r["isolated_steps"] == 3 and r["isolated_median_ms"] > 0 and r["isolated_cost_pct"] > 0
-        assert r["window"]["isolated_before"] == [2, 3, 4]  # the active steps of wait 1, warmup 1, active 3
+        assert r["isolated_steps"] == 1 and r["isolated_median_ms"] > 0 and r["isolated_cost_pct"] > 0
+        assert r["window"]["isolated_before"] == [2]  # the first active step of wait 1, warmup 1, active 3
     events = json.loads(gzip.decompress((out / "traces" / "tiny-torch_rank0.json.gz").read_bytes()))["traceEvents"]
     ranges = [(e["name"], e["ts"], e["ts"] + e["dur"]) for e in events
               if e.get("cat") == "user_annotation" and e["name"].startswith("step_")]
     names = [name for name, _, _ in sorted(ranges, key=lambda r: r[1])]
-    assert names == ["step_2_nosync", "step_2", "step_3_nosync", "step_3", "step_4_nosync", "step_4"]
+    assert names == ["step_2_nosync", "step_2", "step_3", "step_4"]
     spans = sorted((a, b) for _, a, b in ranges)
     assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False))  # one after another
+
+
+@pytest.mark.parametrize(("profiler", "wanted", "before"), [
+    ("torch", 3, [2, 3, 4]), ("torch", 0, []), ("nsys", 1, [1]), ("nsys", 3, [1, 3, 4]), ("nsys", 9, [1, 2, 3, 4])])
+def test_isolated_steps_spread_over_the_recorded_steps(profiler: str, wanted: int, before: list[int]) -> None:
+    """Never before the window's first step (it starts nsys' capture); several spread from first to last."""
+    from traceql.collectors.window import isolated_positions
+
+    args = argparse.Namespace(profiler=profiler, isolated_steps=wanted, torch_skip_first=0, torch_wait=1,
+                              torch_warmup=1, torch_active=3)
+    assert sorted(isolated_positions(args, 0, 5)) == before
 
 
 def test_isolated_steps_need_room_in_the_window(invoke, tmp_path: Path) -> None:

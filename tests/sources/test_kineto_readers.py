@@ -112,7 +112,7 @@ def test_compiled_reader_reads_any_events_as_the_streaming_reader(odd: bool, tmp
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Events of every shape and type: the same tables or the same error line, whichever reader reads them.
     The compiled reader reads the plausible ones itself, and hands what it cannot read exactly to the other."""
-    from hypothesis import given, settings
+    from hypothesis import example, given, settings
     from hypothesis import strategies as st
 
     from traceql.sources.kineto_decode import decode
@@ -123,6 +123,7 @@ def test_compiled_reader_reads_any_events_as_the_streaming_reader(odd: bool, tmp
     @settings(max_examples=50, deadline=None)
     @given(events=kineto_events(odd=odd), with_gpu=st.booleans(),
            info=st.sampled_from([None, {"rank": 0}, "{'rank': 1}"]))
+    @example(events=[{"ph": "X", "cat": "cpu_op", "pid": Num("9223372036854775808")}], with_gpu=True, info=None)
     def check(events: list, with_gpu: bool, info: object) -> None:
         path = tmp_path_factory.mktemp("events") / "rank0.json"
         top = {"schemaVersion": 1, **({"distributedInfo": info} if info else {})}

@@ -23,7 +23,7 @@ def collect(
     out: Annotated[Path | None, _opt("run folder (runs/NAME-PROFILER-TIME)", None, "--out", "-o")] = None,
     steps: Annotated[int, _opt("profiled steps in the middle of the last epoch (nsys, ncu)")] = 5,
     isolated_steps: Annotated[int | None, _opt("extra steps with communication off, the in-run reference "
-                                               "(default 3 for nsys/torch on several ranks, else 0)")] = None,
+                                               "(default 1 for nsys/torch on several ranks, else 0)")] = None,
     ranks: Annotated[str | None, _opt("ranks to profile, e.g. 0 or 0,4 (default all)")] = None,
     device: Annotated[str, _opt("auto, cuda (NCCL) or cpu (gloo)")] = "auto",
     timeout: Annotated[float | None, _opt("seconds before the whole run is stopped")] = None,

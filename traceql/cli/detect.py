@@ -74,6 +74,7 @@ def print_detect(result: Any) -> None:
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
     _print_baselines(result.baseline_kinds())
+    _print_references(result.reference_kinds())
     if result.metrics_match_rate is not None:
         _print_metrics(result)
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
@@ -96,12 +97,26 @@ def _print_baselines(kinds: dict[str, int]) -> None:
     own = f"; isolated steps: {ref:,}" if ref else ""
     if kinds.get("twin"):
         console.print(f"twins: {kinds['twin']:,} kernels; no twin: {kinds.get('none', 0):,} (not cases){own}")
-    elif kinds.get("estimate"):
-        console.print(f"estimates: {kinds['estimate']:,} kernels; no reference: {kinds.get('none', 0):,} "
-                      f"(not cases){own}")
+    elif kinds.get("estimate") and own:
+        console.print(f"isolated steps: {ref:,} kernels (a reference, hidden from the detector)")
     elif kinds.get("key-median"):
         console.print(f"no steps to align: key medians for {kinds['key-median']:,} kernels; "
                       f"no match: {kinds.get('none', 0):,} (not cases)")
+
+
+ESTIMATES = ("clean", "borrowed", "corrected", "contaminated")  # the detector's reference kinds, best first
+
+
+def _print_references(kinds: dict[str, dict[str, int]]) -> None:
+    """How good the detector's references were, and what a contaminated one means."""
+    if not any(k in kinds for k in ESTIMATES):
+        return
+    parts = [f"{k} {kinds[k]['kernels']:,}" for k in (*ESTIMATES, "none") if k in kinds]
+    console.print("references: " + ", ".join(parts))
+    bad = kinds.get("contaminated")
+    if bad:
+        console.print(f"{bad['kernels']:,} kernels judged on a contaminated reference: {bad['cases']:,} cases, "
+                      "the rest undecided")
 
 
 def _print_metrics(result: Any) -> None:

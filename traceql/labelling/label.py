@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceql.analyzers.baselines.isolated import match_rate
+from traceql.analyzers.baselines.physical import clock_ticks
 from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
 from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
 from traceql.analyzers.breakdown import rank_breakdown
@@ -62,7 +63,8 @@ def _no_kernels(timeline: Timeline) -> DetectResult:
 def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
     """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
     kernels outside isolated steps: those are a reference, hidden from it)."""
-    overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row")
+    overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row").join(
+        clock_ticks(kernels), on="run_id", how="left", maintain_order="left")
     isolated = _isolated(overlap)
     inputs = overlap.select(FEATURE_INPUTS)  # narrow: millions of rows are filtered and joined on few columns
     features = feature_table(inputs.filter(~isolated) if isolated.any() else inputs)
@@ -108,6 +110,7 @@ def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
         *(pl.when(mine).then(None).otherwise(pl.col(c)).alias(c)
           for c in ("baseline_ns", "twin_key", "twin_pos", "slowdown_ratio")),
         pl.when(mine).then(pl.lit(REFERENCE)).otherwise(pl.col("baseline_kind")).alias("baseline_kind"),
+        pl.when(mine).then(pl.lit("none")).otherwise(pl.col("reference_kind")).alias("reference_kind"),
         (pl.col("is_slowdown") & ~mine).alias("is_slowdown"))
 
 

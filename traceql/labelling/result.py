@@ -37,6 +37,19 @@ class DetectResult:
             return {}
         return dict(self.kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
 
+    def reference_kinds(self) -> dict[str, dict[str, int]]:
+        """Per reference kind (twin, clean, borrowed, corrected, contaminated, none): the compute kernels judged
+        on it and the cases among them."""
+        if self.kernels.is_empty():
+            return {}
+        counts = self.kernels.group_by("reference_kind").agg(
+            pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases")).sort("reference_kind")
+        return {kind: {"kernels": int(n), "cases": int(c)} for kind, n, c in counts.iter_rows()}
+
+    def contaminated(self) -> int:
+        """How many compute kernels were judged on a contaminated reference (every instance overlapped)."""
+        return self.reference_kinds().get("contaminated", {}).get("kernels", 0)
+
     def cases(self) -> int:
         """How many compute kernels are slowdown cases."""
         return int(self.kernels["is_slowdown"].sum()) if self.kernels.height else 0
@@ -49,6 +62,7 @@ class DetectResult:
         return {
             "mode": self.mode,
             "baseline_kinds": self.baseline_kinds(),
+            "reference_kinds": self.reference_kinds(),
             "baseline_match_rate": None if self.match_rate is None else round(self.match_rate, 4),
             "metrics_match_rate": None if self.metrics_match_rate is None else round(self.metrics_match_rate, 4),
             "ranks": self.ranks.to_dicts(),

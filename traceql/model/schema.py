@@ -67,7 +67,8 @@ CASES: dict[str, pl.DataType] = {
     "run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64, "duration_ns": I64,
     "name": STR, "short_name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64,
     "concurrent_comm": STR,
-    "step": I32, "step_kind": STR, "baseline_ns": F64, "baseline_kind": STR, "twin_key": STR, "twin_pos": I64,
+    "step": I32, "step_kind": STR, "baseline_ns": F64, "baseline_kind": STR, "reference_kind": STR,
+    "twin_key": STR, "twin_pos": I64,
     "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
 }
 # ... one row per rank (after run_id, rank) ...

@@ -143,7 +143,8 @@ def _load_file(model: Model, f: KinetoFile, run_id: str, rank: int, rank_from: s
                 [run_id, str(f.path), f"torch.profiler (CUPTI {cupti})" if cupti else "torch.profiler",
                  str(f.meta.get("schemaVersion", "")) or None, [rank], f.path.stat().st_size])
     # Kineto's times are the host's clock in every rank's file: no offset
-    con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, 0)", [run_id, rank, str(f.path), f.pid, rank_from])
+    pid = f.pid if f.pid is not None and -(2**63) <= f.pid < 2**63 else None  # a pid past int64 is no process id
+    con.execute("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, 0)", [run_id, rank, str(f.path), pid, rank_from])
     _annotations(con, f, run_id, rank)
     if not f.gpu.height:  # a collection on CPU: no GPU activity to load
         return
