@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceql.analyzers.baselines.kinds import CLEAN, ESTIMATED, TWIN
 from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.commands.detect import detect
 from traceql.labelling.inputs import read_timeline
@@ -27,7 +28,7 @@ from traceql.labelling.label import label
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDS, CONTAMINATIONS = (1.05, 1.1, 1.15, 1.2), (0.02, 0.05, 0.1, 0.2)
-KINDS = ("twin", "clean", "borrowed", "corrected", "contaminated")
+KINDS = (TWIN, *ESTIMATED)
 
 
 def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
@@ -71,7 +72,7 @@ def row(name: str, source: str, frame: pl.DataFrame, truth: pl.DataFrame, more: 
     cases = on.filter(keep & on["is_slowdown"])
     shares = "/".join(f"{100 * float((cases['reference_kind'] == k).mean()):.0f}" if cases.height else "-"
                       for k in KINDS)
-    clean = on.filter(keep & (on["reference_kind"] == "clean"))
+    clean = on.filter(keep & (on["reference_kind"] == CLEAN))
     cp = prf(clean["is_slowdown"], clean["_gt"].fill_null(False))[0] if clean["is_slowdown"].any() else None
     print(f"{name:<17}{source:<9}{int(gt.sum()):>6}{int(pred.sum()):>6}{p:>7.3f}{r:>7.3f}{f:>7.3f}"
           f"{'-' if cp is None else f'{cp:.3f}':>8}  {shares:<15}{more}")

@@ -30,13 +30,13 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.baselines.correction import corrected_positions
+from traceql.analyzers.baselines.kinds import BORROWED, CLEAN, CONTAMINATED, CORRECTED, NONE
 from traceql.analyzers.baselines.replicas import replica_groups
 from traceql.analyzers.baselines.twins import twin_baselines
 
 NEARLY_CLEAN = 0.1  # a position's shortest instance overlapped less than this is a fair reference
 PART = ["run_id", "replica"]  # the ranks that lend each other a reference
-KINDS = {"position": "clean", "position-min": "contaminated", "key": "borrowed", "corrected": "corrected",
-         "none": "none"}
+KINDS = {"position": CLEAN, "position-min": CONTAMINATED, "key": BORROWED, "corrected": CORRECTED, "none": NONE}
 
 
 def self_positions(kernels: pl.DataFrame) -> pl.Series:

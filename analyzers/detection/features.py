@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceql.analyzers.baselines.kinds import CLEAN
 from traceql.analyzers.baselines.physical import floor
 from traceql.analyzers.baselines.within_trace import within_trace_estimates
 
@@ -40,5 +41,5 @@ def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
         log_ratio("position_min_ns").fill_null(0.0).alias("log_min_ratio"),
         dur.log().alias("log_duration"),
         (pl.col("estimate_ns").is_null() | pl.col("ddp_copy")).cast(pl.Float64).alias("no_reference"),
-        (pl.col("reference_kind") == "clean").cast(pl.Float64).alias("clean_reference"),
+        (pl.col("reference_kind") == CLEAN).cast(pl.Float64).alias("clean_reference"),
     )

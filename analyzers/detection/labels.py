@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.baselines import kinds
 from traceql.analyzers.baselines.physical import beyond_ticks, floor
 from traceql.analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
 from traceql.analyzers.detection.features import COLUMNS
@@ -35,7 +36,7 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
     out = out.with_columns(floor(pl.col("baseline_ns")).alias("baseline_ns"))
     return out.with_columns(
         kind.alias("baseline_kind"),
-        pl.when(isolated).then(pl.lit(TWIN)).otherwise(pl.lit(NONE)).alias("reference_kind"),
+        pl.when(isolated).then(pl.lit(kinds.TWIN)).otherwise(pl.lit(kinds.NONE)).alias("reference_kind"),
         pl.when(isolated).then(pl.col("key")).alias("twin_key"),
         (pl.col("duration_ns") / pl.col("baseline_ns")).alias("slowdown_ratio"),
         ((pl.col("comm_overlap_ns") > 0) & (pl.col("duration_ns") > factor * pl.col("baseline_ns"))
@@ -56,7 +57,7 @@ def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.Da
     return features.with_columns(
         pl.when(has_reference).then(pl.col("estimate_ns")).alias("baseline_ns"),
         pl.when(has_reference).then(pl.lit(ESTIMATE)).otherwise(pl.lit(NONE)).alias("baseline_kind"),
-        pl.when(has_reference).then(pl.col("reference_kind")).otherwise(pl.lit(NONE)).alias("reference_kind"),
+        pl.when(has_reference).then(pl.col("reference_kind")).otherwise(pl.lit(kinds.NONE)).alias("reference_kind"),
         pl.lit(None, pl.String).alias("twin_key"),
         pl.lit(None, pl.Int64).alias("twin_pos"),
         pl.when(has_reference).then(pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),

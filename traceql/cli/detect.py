@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from traceql.analyzers.baselines.kinds import CONTAMINATED, ESTIMATED, NONE
 from traceql.cli.common import (
     BaselineOption,
     Files,
@@ -104,16 +105,13 @@ def _print_baselines(kinds: dict[str, int]) -> None:
                       f"no match: {kinds.get('none', 0):,} (not cases)")
 
 
-ESTIMATES = ("clean", "borrowed", "corrected", "contaminated")  # the detector's reference kinds, best first
-
-
 def _print_references(kinds: dict[str, dict[str, int]]) -> None:
     """How good the detector's references were, and what a contaminated one means."""
-    if not any(k in kinds for k in ESTIMATES):
+    if not any(k in kinds for k in ESTIMATED):
         return
-    parts = [f"{k} {kinds[k]['kernels']:,}" for k in (*ESTIMATES, "none") if k in kinds]
+    parts = [f"{k} {kinds[k]['kernels']:,}" for k in (*ESTIMATED, NONE) if k in kinds]
     console.print("references: " + ", ".join(parts))
-    bad = kinds.get("contaminated")
+    bad = kinds.get(CONTAMINATED)
     if bad:
         console.print(f"{bad['kernels']:,} kernels judged on a contaminated reference: {bad['cases']:,} cases, "
                       "the rest undecided")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from traceql.analyzers.baselines import kinds
 from traceql.analyzers.baselines.isolated import match_rate
 from traceql.analyzers.baselines.physical import clock_ticks
 from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
@@ -110,7 +111,7 @@ def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
         *(pl.when(mine).then(None).otherwise(pl.col(c)).alias(c)
           for c in ("baseline_ns", "twin_key", "twin_pos", "slowdown_ratio")),
         pl.when(mine).then(pl.lit(REFERENCE)).otherwise(pl.col("baseline_kind")).alias("baseline_kind"),
-        pl.when(mine).then(pl.lit("none")).otherwise(pl.col("reference_kind")).alias("reference_kind"),
+        pl.when(mine).then(pl.lit(kinds.NONE)).otherwise(pl.col("reference_kind")).alias("reference_kind"),
         (pl.col("is_slowdown") & ~mine).alias("is_slowdown"))
 
 

@@ -46,10 +46,6 @@ class DetectResult:
             pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases")).sort("reference_kind")
         return {kind: {"kernels": int(n), "cases": int(c)} for kind, n, c in counts.iter_rows()}
 
-    def contaminated(self) -> int:
-        """How many compute kernels were judged on a contaminated reference (every instance overlapped)."""
-        return self.reference_kinds().get("contaminated", {}).get("kernels", 0)
-
     def cases(self) -> int:
         """How many compute kernels are slowdown cases."""
         return int(self.kernels["is_slowdown"].sum()) if self.kernels.height else 0
