@@ -7,7 +7,17 @@ that line must name, and the inputs whose bytes must not change. The cases live 
 
 from __future__ import annotations
 
-from tests.bad_inputs import cases_files, cases_kineto, cases_ncu_sql, cases_outputs_options, cases_sqlite  # noqa: F401
+from tests.bad_inputs import (  # noqa: F401 - each registers its cases
+    cases_commands,
+    cases_dataset,
+    cases_files,
+    cases_kineto,
+    cases_ncu_sql,
+    cases_outputs_options,
+    cases_profiles,
+    cases_sources_more,
+    cases_sqlite,
+)
 from tests.bad_inputs.scenario import CASES, Scenario
 
 __all__ = ["CASES", "Scenario"]

@@ -34,6 +34,7 @@ class Scenario:
     names: Path | None = None  # the file the error line must name
     inputs: list[Path] = field(default_factory=list)  # their bytes, and their folders' listings, stay the same
     absent: list[Path] = field(default_factory=list)  # files that must not exist afterwards
+    timeout: int = 120  # seconds before the case counts as a hang
 
 
 CASES: dict[str, Callable[[Path], Scenario]] = {}

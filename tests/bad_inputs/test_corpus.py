@@ -4,6 +4,9 @@ and the folders they sit in — exactly as they were."""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,27 @@ def state(paths: list[Path]) -> dict[str, object]:
     return out
 
 
+CASE_TIMEOUT_S = 120  # a hang is a failure of its own, not a stuck suite
+
+
+class Hang(BaseException):
+    """Raised by the alarm: not an Exception, so that no handler of traceql's can swallow it."""
+
+
+@contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    def ring(_signum: int, _frame: object) -> None:
+        raise Hang(f"still running after {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def test_the_corpus_is_large_enough() -> None:
     groups = {name.split("-")[0] for name in CASES}
     assert len(CASES) >= 60 and groups >= {"file", "sqlite", "kineto", "ncu", "sql", "output", "usage"}
@@ -30,7 +54,8 @@ def test_the_corpus_is_large_enough() -> None:
 def test_bad_input(invoke, tmp_path: Path, name: str) -> None:
     s = CASES[name](tmp_path)
     before = state(s.inputs)
-    result = invoke(*s.args)
+    with time_limit(s.timeout):
+        result = invoke(*s.args)
     shown = result.stdout + result.stderr
     assert "Traceback" not in shown and "internal error" not in shown, shown[-2000:]
     assert result.exit_code == s.code, shown[-2000:]
