@@ -4,6 +4,7 @@ wait with a time limit, turn profiler output into traces, write manifest.json la
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -26,6 +27,10 @@ from traceql.collectors.session import rank_from_env
 CHILD_PATH = str(Path(__file__).resolve().parent / "_child")
 
 
+LAUNCHERS = ("torchrun", "env")
+DEVICES = ("auto", "cuda", "cpu")
+
+
 @dataclass
 class LaunchOptions:
     """How ranks are started: this node's share of ranks, torchrun's rendezvous, or ranks from mpirun/srun."""
@@ -40,6 +45,30 @@ class LaunchOptions:
     timeout: float | None = None
     profile_ranks: list[int] | None = None
     env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise CollectError(f"--launcher {self.launcher!r}: one of {', '.join(LAUNCHERS)}")
+        if self.device not in DEVICES:
+            raise CollectError(f"--device {self.device!r}: one of {', '.join(DEVICES)}")
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                                         or not 0 < self.timeout < math.inf):
+            raise CollectError(f"--timeout must be a finite number of seconds above 0, got {self.timeout!r}")
+        if not 1 <= self.nnodes or not 0 <= self.node_rank < self.nnodes:
+            raise CollectError(f"--nnodes {self.nnodes}, --node-rank {self.node_rank}: at least 1 node, and a "
+                               "node rank from 0 to nnodes - 1")
+
+
+def _check_out(spec: InputSpec, out: Path | None) -> None:
+    """A run folder is a folder (new, or empty), never inside the input folder it runs."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"--out {out}: is a file, not a folder; give a new folder for the run")
+    target, folder = out.resolve(), spec.folder.resolve()
+    if target == folder or folder in target.parents:
+        raise CollectError(f"--out {out}: lies inside the input folder {spec.folder}; traceql never writes into "
+                           "its inputs: choose a place outside it")
 
 
 def _run_dir(spec: InputSpec, opts: ProfilerOptions, out: Path | None, shared: bool) -> Path:
@@ -161,6 +190,7 @@ def _collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None, 
     spec = load_input(input_dir, overrides)
     world = spec.local["world_size"]
     profile_ranks, isolated = _check_options(opts, lopts, world)
+    _check_out(spec, out)
     env, python, info = runtime(spec, lopts.env)
     binary = find_binary(opts.name, spec.global_.get(f"{opts.name}_path")) if opts.name in ("nsys", "ncu") else None
     gpus = info.get("gpus", 0)

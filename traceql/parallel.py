@@ -30,7 +30,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 Progress = Callable[[int, int | None, str], None]  # done, total (None while unknown), the item just done
 
-CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler
+CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler, and for it to answer
+WORKER_BYTES = 2**30  # the memory a local worker is counted to need: the largest trace here labels in less
 QUIET_LOGGERS = ("distributed", "tornado", "bokeh")
 TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
@@ -45,11 +46,31 @@ class SchedulerUnreachable(OptionError):
     """``--scheduler ADDRESS``: no Dask scheduler answers there."""
 
 
+def max_workers() -> int:
+    """The most local workers this machine runs at once: one a core this process may use, and no more than its
+    available memory holds at :data:`WORKER_BYTES` each (at least 1)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        import psutil  # distributed's own dependency
+
+        cores = min(cores, int(psutil.virtual_memory().available // WORKER_BYTES))
+    except (ImportError, OSError):
+        pass
+    return max(1, cores)
+
+
 def check(workers: int, scheduler: str | None) -> None:
-    """OptionError unless ``workers`` is at least 1 and at most one of the two ways is asked for;
-    :class:`SchedulerUnreachable` when a TCP ``scheduler`` refuses connections. Before anything is read."""
+    """OptionError unless ``workers`` is at least 1 and at most :func:`max_workers`, and at most one of the two
+    ways is asked for; :class:`SchedulerUnreachable` when no Dask scheduler answers at a TCP ``scheduler``.
+    Before anything is read."""
     if workers < 1:
         raise OptionError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and workers > (most := max_workers()):
+        raise OptionError(f"--workers {workers}: this machine runs at most {most} (one a core, "
+                          f"{WORKER_BYTES // 2**30} GiB of available memory each)")
     if scheduler is not None and workers > 1:
         raise OptionError("--workers and --scheduler exclude each other: the scheduler's workers do the work")
     if scheduler is not None and not scheduler.strip():
@@ -125,21 +146,52 @@ def quiet() -> None:
 
 
 def _probe(address: str) -> None:
-    """Fail at once where a TCP scheduler address refuses connections (Dask would retry until its timeout)."""
-    url = urlsplit(address if "://" in address else f"tcp://{address}")
-    if url.scheme != "tcp":
-        return
+    """Fail at once where a TCP scheduler address refuses connections (Dask would retry until its timeout),
+    and within :data:`CONNECT_TIMEOUT_S` where something listens there that is not a Dask scheduler."""
     try:
+        url = urlsplit(address if "://" in address else f"tcp://{address}")
         host, port = url.hostname, url.port
     except ValueError as exc:
-        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+        raise SchedulerUnreachable(f"--scheduler {address}: not an address ({exc}); give tcp://host:8786") from None
+    if url.scheme != "tcp":
+        return
     if not host or port is None:
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} (no port: give tcp://host:8786)")
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
-    except OSError as exc:
-        why = exc.strerror or str(exc) or type(exc).__name__
+    except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({why.lower()})") from None
+    _hello(f"tcp://{url.netloc}", address)
+
+
+def _hello(url: str, address: str) -> None:
+    """Ask the scheduler at ``url`` who it is, in Dask's own protocol, within :data:`CONNECT_TIMEOUT_S`: a
+    service that is not Dask's never answers, or answers what Dask cannot read."""
+    import asyncio
+
+    quiet()
+    from distributed.comm import connect
+
+    async def identity() -> Any:
+        comm = await connect(url, timeout=CONNECT_TIMEOUT_S)
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), CONNECT_TIMEOUT_S))
+    except (Exception, MemoryError) as exc:  # a timeout, a closed connection, bytes that are no Dask message
+        timeout = isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+        why = f"no answer in {CONNECT_TIMEOUT_S:g} s" if timeout else "its reply is no Dask message"
+        raise SchedulerUnreachable(f"no Dask scheduler answers at {address}: something listens there but does "
+                                   f"not speak Dask's protocol ({why})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise SchedulerUnreachable(f"no Dask scheduler answers at {address}: what answers is a "
+                                   f"{reply.get('type', 'service') if isinstance(reply, dict) else 'service'}, "
+                                   "not a scheduler")
 
 
 @contextmanager
@@ -241,6 +293,8 @@ def iter_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = N
     the end. Close the iterator (``contextlib.closing``) if you stop early: that cancels the tasks left and
     closes the cluster."""
     check(workers, scheduler)
+    if hasattr(items, "__len__"):  # no more processes than tasks
+        workers = max(1, min(workers, len(items)))
     if workers == 1 and scheduler is None:
         return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
     return _distributed(fn, items, common, name, progress, workers, scheduler, cost)

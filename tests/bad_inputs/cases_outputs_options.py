@@ -31,15 +31,14 @@ def export_output_is_the_input(tmp: Path) -> Scenario:
 @case("output")
 def out_in_a_missing_folder(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp)
-    return Scenario(["detect", path, "--out", tmp / "no" / "cases.parquet"], 1, "output directory does not exist",
-                    tmp / "no", [path])
+    return Scenario(["detect", path, "--out", tmp / "no" / "cases.parquet"], 2, "does not exist", tmp / "no", [path])
 
 
 @case("output")
 def out_is_a_folder(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp)
     (tmp / "cases.parquet").mkdir()
-    return Scenario(["detect", path, "--out", tmp / "cases.parquet"], 1, "is a directory", tmp / "cases.parquet",
+    return Scenario(["detect", path, "--out", tmp / "cases.parquet"], 2, "is a directory", tmp / "cases.parquet",
                     [path])
 
 

@@ -35,6 +35,7 @@ class Scenario:
     inputs: list[Path] = field(default_factory=list)  # their bytes, and their folders' listings, stay the same
     absent: list[Path] = field(default_factory=list)  # files that must not exist afterwards
     timeout: int = 120  # seconds before the case counts as a hang
+    forbid: str | None = None  # text that must appear nowhere in stdout or stderr (a control character)
 
 
 CASES: dict[str, Callable[[Path], Scenario]] = {}

@@ -58,6 +58,7 @@ def test_bad_input(invoke, tmp_path: Path, name: str) -> None:
         result = invoke(*s.args)
     shown = result.stdout + result.stderr
     assert "Traceback" not in shown and "internal error" not in shown, shown[-2000:]
+    assert s.forbid is None or s.forbid not in shown, repr(shown[-2000:])
     assert result.exit_code == s.code, shown[-2000:]
     if s.code:
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr

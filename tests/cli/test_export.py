@@ -153,7 +153,7 @@ def test_an_output_that_cannot_be_a_file_is_refused(invoke, tmp_path: Path, wher
     else:
         out = tmp_path / "nowhere" / "trace.json"
     result = invoke("export", "perfetto", SINGLE_TRACE, "-o", out)
-    assert result.exit_code == 1 and result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert ("is a directory" if where == "directory" else "does not exist") in result.stderr
     assert [p.name for p in tmp_path.iterdir()] == (["trace.json"] if where == "directory" else [])
 

@@ -24,11 +24,31 @@ from typer.core import TyperGroup
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
 
 PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces ending a line (before any closing style code)
+# characters a terminal would act on rather than show: C0 but tab and newline, DEL, C1, bidirectional overrides
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+CONTROL_OR_NEWLINE = re.compile(f"{CONTROL.pattern[:-1]}\n\t]")
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every character a terminal would act on (an escape sequence setting the title or
+    clearing the screen, a bell, a carriage return) shown as its Python escape (``\\x1b``); ``one_line``:
+    newlines and tabs too (an error is one line, whatever path it names)."""
+    return (CONTROL_OR_NEWLINE if one_line else CONTROL).sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def printable_json(text: str) -> str:
+    """JSON text with the characters :func:`printable` shows escaped as JSON escapes (``\\u001b``): the same
+    document, safe on a terminal."""
+    return CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class TrimmedConsole(Console):
     """A console whose lines end without the spaces rich pads every table cell and title with to the table's
-    width: piped output, saved output and terminals alike carry no trailing spaces."""
+    width (piped output, saved output and terminals alike carry no trailing spaces), and whose text — a
+    kernel name, a path — never carries a control character to the terminal (:func:`printable`)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # every string printed or put in a table (rich 13-15)
+        return super().render_str(printable(text), **kwargs)
 
     def _render_buffer(self, buffer: Any) -> str:  # every print and capture() is rendered here (rich 13-15)
         return PADDING.sub("", super()._render_buffer(buffer))
@@ -58,7 +78,7 @@ class OneLineErrors(TyperGroup):
             sys.stdout.write(err.ctx.get_help() + "\n")
             code = 0
         except click_errors.ClickException as err:
-            sys.stderr.write(f"error: {err.format_message()}\n")
+            sys.stderr.write(f"error: {printable(err.format_message(), one_line=True)}\n")
             code = err.exit_code
         except (typer.Abort, KeyboardInterrupt):
             code = INTERRUPTED
@@ -110,7 +130,7 @@ HtaCompatOption = Annotated[bool, typer.Option(
 
 def fail(message: str, code: int) -> typer.Exit:
     """Write ``error: message`` on stderr; the exit to raise."""
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {printable(message, one_line=True)}\n")
     _settings["told"] = True
     return typer.Exit(code)
 
@@ -128,7 +148,7 @@ def guarded(command: F) -> F:
             return command(*args, **kwargs)
         except CollectFailed as err:
             if err.detail:
-                sys.stderr.write(err.detail.rstrip() + "\n")
+                sys.stderr.write(printable(err.detail.rstrip()) + "\n")
             raise fail(str(err), err.exit_code) from None
         except TraceqlError as err:
             raise fail(str(err), err.exit_code) from None
@@ -167,7 +187,7 @@ def progress_bar(text: str) -> Iterator[Callable[[int, int | None, str], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True),
+                  TimeElapsedColumn(), console=TrimmedConsole(stderr=True),
                   disable=_settings["quiet"] or not sys.stderr.isatty(), transient=True) as bar:
         task = bar.add_task(text, total=None)
 
@@ -184,7 +204,7 @@ def emit_json(data: Any) -> None:
 
 def note(text: str) -> None:
     """A line for the user on stderr (warnings, what was written)."""
-    sys.stderr.write(text.rstrip("\n") + "\n")
+    sys.stderr.write(printable(text.rstrip("\n")) + "\n")
 
 
 def ms(ns: int | float | None) -> str:

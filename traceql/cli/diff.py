@@ -21,7 +21,7 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.render import LONG_SPAN_NS, kernel_cell
-from traceql.labelling.options import NO_CHANGE_PCT
+from traceql.labelling.options import NO_CHANGE_PCT, finite
 from traceql.labelling.sources import LabelSource
 
 REGRESSED = 1  # the exit code of --fail-above
@@ -48,6 +48,7 @@ def diff(
     """Compare AFTER with BEFORE: step time, per-rank breakdown, labels, kernels paired by step alignment."""
     from traceql.commands.diff import diff as run_diff
 
+    finite(fail_above, "--fail-above")
     with progress_bar("comparing…"):
         result = run_diff(before, after, tolerance=tolerance)
     for text in result.notes:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import guarded, note, print_frame, spinner
+from traceql.cli.common import guarded, note, print_frame, printable, printable_json, spinner
 from traceql.errors import TraceqlError
 
 
@@ -45,4 +45,5 @@ def query(
     elif fmt is FrameFormat.table:
         print_frame(df, limit=limit)
     else:
-        sys.stdout.buffer.write(frame_bytes(df, fmt.value))
+        text = frame_bytes(df, fmt.value).decode()  # on the terminal: no control character acts on it
+        sys.stdout.write(printable_json(text) if fmt is FrameFormat.json else printable(text))

@@ -3,6 +3,7 @@ compute kernel of AFTER paired with its counterpart in BEFORE by step alignment 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from traceql.labelling.result import DetectResult
 __all__ = ["DiffResult", "diff"]
 
 SIDES = ("before", "after")
+# AFTER's kernel time that pairs with BEFORE's kernels, below which the runs are likely not of one model and shapes
+FEW_PAIRED = 0.5
 
 
 @dataclass
@@ -98,8 +101,8 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     span when a run has no steps); a change within ±``tolerance`` % is ``no change``. AFTER's compute kernels
     are paired with BEFORE's by step alignment, rank by rank (``traceql.analyzers.diff``).
     """
-    if not tolerance >= 0:
-        raise OptionError(f"tolerance must be 0 or more percent, got {tolerance}")
+    if not 0 <= tolerance < math.inf:
+        raise OptionError(f"--tolerance must be a finite 0 or more percent, got {tolerance}")
     paths = {"before": Path(before), "after": Path(after)}
     timelines = {side: _one_run(paths[side]) for side in SIDES}
     labelled = {side: label(timelines[side]) for side in SIDES}
@@ -116,7 +119,7 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     for side, other, what in (("before", "after", "not compared"), ("after", "before", "their kernels are new")):
         if only := sorted(ranks[side] - ranks[other]):
             notes.append(f"rank(s) {', '.join(map(str, only))} only in {side}: {what}")
-    return DiffResult(
+    result = DiffResult(
         runs={side: _side(paths[side], labelled[side]) for side in SIDES},
         step_time={"before_ns": times["before"], "after_ns": times["after"],
                    "change_pct": None if change is None else round(change, 3), "basis": "span" if by_span else "step"},
@@ -124,3 +127,18 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
         kernels=kernel_changes(pairs), new=new_kernels(pairs),
         removed=removed_kernels(pairs, canonical, kernels["before"]),
         pairs=pairs, verdict=verdict(change, tolerance), tolerance_pct=tolerance, notes=notes)
+    if not by_span:
+        _warn_unlike(result)
+    return result
+
+
+def _warn_unlike(result: DiffResult) -> None:
+    """A warning among the notes when little of AFTER's kernel time pairs with BEFORE's kernels: a step time
+    compared between runs of different models or shapes says little."""
+    totals = result.kernel_totals()
+    after = totals["paired_after_ns"] + totals["new_ns"]
+    share = totals["paired_after_ns"] / after if after else 1.0
+    if share < FEW_PAIRED:
+        result.notes.append(f"warning: only {100 * share:.1f} % of AFTER's kernel time pairs with BEFORE's "
+                            "kernels: are they runs of one model and shapes? the step time change compares "
+                            "unlike runs")

@@ -9,7 +9,8 @@ import polars as pl
 
 from traceql.errors import QueryError
 from traceql.export.files import write_frame
-from traceql.labelling import options
+from traceql.sources.inputs import DEFAULT_TRACE
+from traceql.sources.outputs import check_file_output
 from traceql.trace import read_trace
 
 
@@ -22,7 +23,7 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
     if not sql.strip():
         raise QueryError("empty SQL query")
     if output is not None:
-        options.not_an_input(output, paths, "--output")
+        check_file_output(output, "--output", list(paths) or [DEFAULT_TRACE])
     with read_trace(list(paths) or None) as trace:
         if notes is not None:
             notes.extend(trace.notes)

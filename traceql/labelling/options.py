@@ -3,8 +3,7 @@ command line shows these defaults)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+import math
 
 from traceql.errors import OptionError
 
@@ -17,20 +16,16 @@ PAIRED_FACTOR = 1.2  # the default --threshold: traceql.analyzers.detection.labe
 NO_CHANGE_PCT = 2.0
 
 
-def threshold(value: float) -> float:
-    """A slowdown ratio: above 1.0."""
-    if not value > 1.0:
-        raise OptionError(f"--threshold must be above 1.0 (a slowdown ratio), got {value}")
+def finite(value: float | None, option: str) -> float | None:
+    """``value`` (None passes), unless it is NaN or infinite: no comparison with it means anything."""
+    if value is not None and not math.isfinite(value):
+        raise OptionError(f"{option} must be a finite number, got {value}")
     return value
 
 
-def not_an_input(output: str | Path, paths: Sequence[str | Path] | str | Path | None, option: str) -> Path:
-    """``output``, unless it is one of the input files ``paths`` resolve to: traceql never writes an input."""
-    from traceql.sources import inputs
-
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
-    target = Path(output).resolve()
-    for f in inputs.resolve(given or None):
-        if f.path.resolve() == target:
-            raise OptionError(f"{option} {output}: that is an input trace; traceql never writes its inputs")
-    return Path(output)
+def threshold(value: float) -> float:
+    """A slowdown ratio: above 1.0, finite."""
+    finite(value, "--threshold")
+    if not value > 1.0:
+        raise OptionError(f"--threshold must be above 1.0 (a slowdown ratio), got {value}")
+    return value

@@ -15,6 +15,7 @@ from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.result import DetectResult
 from traceql.sources import inputs
+from traceql.sources.outputs import check_file_output
 from traceql.sources.runs import split_runs
 
 Paths = str | Path | Sequence[str | Path] | None
@@ -72,8 +73,9 @@ def request(paths: Paths = None, *, baseline: Paths = None, threshold: float = P
             single_trace: bool = False, hta_compat: bool = False,
             outputs: Mapping[str, str | Path | None] | None = None, also: Sequence[str | Path] = ()) -> Request:
     """The request of a labelling command: with neither paths nor baseline, the embedded example against its
-    isolated run. ``threshold`` is checked; each of ``outputs`` (option → path) is refused where it is one of
-    the inputs (the traces, baselines and ``also``: other input files such as Nsight Compute CSVs)."""
+    isolated run. ``threshold`` is checked; each of ``outputs`` (option → path) goes through the one output
+    check (``traceql.sources.outputs``): never an input (the traces, baselines and ``also``: other input files
+    such as Nsight Compute CSVs), nor inside one, nor a link or a device."""
     given, base = listed(paths), listed(baseline)
     if not given and not base:
         base = [inputs.DEFAULT_BASELINE]
@@ -81,5 +83,5 @@ def request(paths: Paths = None, *, baseline: Paths = None, threshold: float = P
     req = Request(given or None, base or None, threshold, single_trace, hta_compat)
     for option, output in (outputs or {}).items():
         if output is not None:
-            options.not_an_input(output, [*req.inputs(), *also], option)
+            check_file_output(output, option, [*req.inputs(), *also])
     return req
