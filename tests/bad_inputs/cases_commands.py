@@ -294,3 +294,32 @@ def diff_of_two_models(tmp: Path) -> Scenario:
     before, after = RUNS / "gpt2-cap2-inrun-nsys", RUNS / "resnet50-inrun-nsys"
     return Scenario(["diff", before, after], 0, "pairs with BEFORE's kernels", None,
                     [*run_traces(before), *run_traces(after)])
+
+
+# --- whole numbers past what any column holds --------------------------------------------------------------------
+
+HUGE = "99999999999999999999"
+
+
+@case("usage")
+def detect_top_past_64_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["detect", path, "--top", HUGE], 2, f"--top {HUGE}: out of range", None, [path])
+
+
+@case("usage")
+def query_limit_past_64_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["query", path, "SELECT 1", "--limit", HUGE], 2, f"--limit {HUGE}: out of range", None, [path])
+
+
+@case("usage")
+def diff_top_past_64_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["diff", path, path, "--top", HUGE], 2, f"--top {HUGE}: out of range", None, [path])
+
+
+@case("usage")
+def ranks_steps_past_64_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["ranks", path, "--steps", f"-{HUGE}"], 2, "--steps", None, [path])

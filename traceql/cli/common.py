@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import signal
@@ -21,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, TraceqlError
+from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, OptionError, TraceqlError
 
 PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces ending a line (before any closing style code)
 # characters a terminal would act on rather than show: C0 but tab and newline, DEL, C1, bidirectional overrides
@@ -135,16 +136,32 @@ def fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+LARGEST = 2**63 - 1  # the largest whole number an option may take: what the analysis's columns hold
+
+
+def check_numbers(options: dict[str, Any]) -> None:
+    """OptionError for a number no option can mean: NaN or infinite, or a whole number past 64 bits (the
+    command line's options are named after their parameters: ``fail_above`` is ``--fail-above``)."""
+    for name, value in options.items():
+        option = "--" + name.replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise OptionError(f"{option} must be a finite number, got {value}")
+        if isinstance(value, int) and not isinstance(value, bool) and not -LARGEST <= value <= LARGEST:
+            raise OptionError(f"{option} {value}: out of range (at most {LARGEST:,} either way)")
+
+
 def guarded(command: F) -> F:
     """A command whose failures end in one line on stderr and an exit code, never a traceback.
 
-    A :class:`TraceqlError` gives its message and code; Ctrl-C gives 130; anything else is a bug in
-    traceql: one line and 70, unless ``TRACEQL_DEBUG`` asks for the traceback.
+    Its numeric options are checked first (:func:`check_numbers`). A :class:`TraceqlError` gives its message
+    and code; Ctrl-C gives 130; anything else is a bug in traceql: one line and 70, unless ``TRACEQL_DEBUG``
+    asks for the traceback.
     """
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
+            check_numbers(kwargs)
             return command(*args, **kwargs)
         except CollectFailed as err:
             if err.detail:
