@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from traceql.collectors.config import load_input
+from traceql.collectors.config import InputSpec, load_input
 from traceql.collectors.errors import CollectError
 from traceql.collectors.launch import runtime
 
@@ -16,22 +16,37 @@ def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str]
                 progress: Callable[[str], None] | None = None) -> Path:
     """Profile the model of ``input_dir`` (``kind`` memory or compute, with ``profile_model``'s ``args``) into
     ``out_dir``; returns the profile file written. CollectError when the input folder is wrong, this machine
-    cannot run it (stage ``environment``), or the profiling failed (stage ``run``, with its last lines)."""
+    cannot run it (stage ``environment``), or the profiling failed (stage ``run``, with its last lines).
+
+    The child writes no bytecode (``PYTHONDONTWRITEBYTECODE``): importing ``define_model.py`` leaves no
+    ``__pycache__`` in the input folder. ``out_dir``, when this call made it, is removed again if the
+    profiling wrote nothing into it."""
     spec = load_input(input_dir)
-    env, python, _ = runtime(spec, one_gpu=True)  # one GPU: the profile is of one device
+    env, python, _ = runtime(spec, {"PYTHONDONTWRITEBYTECODE": "1"}, one_gpu=True)  # one GPU: of one device
+    made = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
-    command = [python, "-m", "traceql.collectors.profile_model", "--input", str(spec.folder.resolve()), "--kind", kind,
-               "--out", str(out_dir.resolve()), "--model", spec.name, "--cap-size", str(spec.local["cap_size"]),
-               *args]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        return _run_child(kind, spec, python, env, out_dir, args, progress)
+    finally:
+        if made and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+
+
+def _run_child(kind: str, spec: InputSpec, python: str, env: dict[str, str], out_dir: Path, args: list[str],
+               progress: Callable[[str], None] | None) -> Path:
+    command = [python, "-B", "-m", "traceql.collectors.profile_model", "--input", str(spec.folder.resolve()),
+               "--kind", kind, "--out", str(out_dir.resolve()), "--model", spec.name,
+               "--cap-size", str(spec.local["cap_size"]), *args]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
     tail: list[str] = []
     assert proc.stderr is not None
     for line in proc.stderr:
         tail = (tail + [line.rstrip()])[-15:]
         if progress is not None and line.startswith(f"{kind}: "):
             progress(line.strip())
-    out = proc.stdout.read() if proc.stdout else ""
-    if proc.wait() != 0:
+    lines = (proc.stdout.read() if proc.stdout else "").strip().splitlines()
+    if proc.wait() != 0 or not lines:
         raise CollectError(f"the {kind} profile of {spec.folder} failed: {tail[-1] if tail else 'no output'}",
                            detail="\n".join(tail), stage="run")
-    return Path(out.strip().splitlines()[-1])
+    return Path(lines[-1])

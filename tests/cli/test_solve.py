@@ -170,3 +170,16 @@ def test_predictions_match_the_measured_runs(run: str) -> None:
         (ROOT / "datasets" / "runs" / r / "manifest.json").read_text())["ranks"]))
     best = result.best
     assert f"gpt2-b{best.nodes[0].batch}-cap{best.cap.cap_mb:g}-none" == fastest
+
+
+def test_no_negative_time_nor_endless_rate_is_printed() -> None:
+    from types import SimpleNamespace
+
+    from traceql.cli.solve import _ms, _rate
+
+    cap = SimpleNamespace(estimated=False)
+    assert _ms(SimpleNamespace(time_ms=-621.7, cap=cap)) == "-" and _ms(SimpleNamespace(time_ms=2.5, cap=cap)) == "2.50"
+    assert _rate(SimpleNamespace(time_ms=5e-324, global_batch=64)) == "-"
+    assert _rate(SimpleNamespace(time_ms=0.0, global_batch=64)) == "-"
+    assert _rate(SimpleNamespace(time_ms=1.0, global_batch=10**400)) == "-"
+    assert _rate(SimpleNamespace(time_ms=1000.0, global_batch=64)) == "64.0"

@@ -4,6 +4,7 @@ DDP buckets from real runs (recorded by the ranks; all-reduce times from GPU tra
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,11 @@ def test_compute_times_the_batches_that_fit(tiny_profiles: Path) -> None:
 
 
 def test_cli_prints_the_profile_and_refuses_bad_options(invoke, tmp_path: Path) -> None:
-    result = invoke("profile", "memory", TINY, "--out", tmp_path, "--memory-limit", "3.6MB")
+    model = tmp_path / "model" / "tiny"
+    shutil.copytree(TINY, model, ignore=shutil.ignore_patterns("__pycache__"))
+    result = invoke("profile", "memory", model, "--out", tmp_path, "--memory-limit", "3.6MB")
     assert result.exit_code == 0, result.stderr
+    assert not (model / "__pycache__").exists()  # importing define_model.py wrote no bytecode beside it
     data = load(tmp_path / "memory-cpu.json")
     assert data["limit_bytes"] == 3_600_000
     assert f"largest batch that fits: {data['max_batch']}" in result.stdout
@@ -67,6 +71,18 @@ def test_cli_prints_the_profile_and_refuses_bad_options(invoke, tmp_path: Path) 
     assert missing.exit_code == 2 and missing.stderr.count("\n") == 1 and "no such input folder" in missing.stderr
     cpu = invoke("profile", "memory", TINY, "--out", tmp_path / "none")
     assert cpu.exit_code != 0 and "needs --memory-limit" in cpu.stderr
+    assert not (tmp_path / "none").exists()  # the folder made for it is gone with the failure
+
+
+def test_the_all_reduce_line_is_never_negative() -> None:
+    """A free least-squares fit below 0 (here latency −0.87 ms) is refitted with that term held at 0."""
+    from traceql.commands.profile import _line
+
+    mb = 2**20
+    line, notes = _line([(1 * mb, 0.1), (2 * mb, 1.0), (3 * mb, 2.0)])
+    assert line == {"latency_ms": 0.0, "ms_per_mb": round(8.1 / 14, 5), "samples": 3} and "refitted" in notes[0]
+    line, notes = _line([(1 * mb, 1.0), (2 * mb, 1.5)])
+    assert line == {"latency_ms": 0.5, "ms_per_mb": 0.5, "samples": 2} and not notes
 
 
 def test_buckets_from_runs_the_ranks_recorded(invoke, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,14 +23,18 @@ OutDir = Annotated[Path, typer.Option("--out", "-o", help="the profile folder (c
 
 
 def _size(text: str) -> int:
-    """``4GB``, ``512MiB``, ``1e9`` as bytes."""
+    """``4GB``, ``512MiB``, ``1e9`` as bytes: a finite size of at least one byte."""
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
     t = text.strip().upper()
     digits = t.rstrip("KMGIB")
     try:
-        return int(float(digits) * units[t[len(digits):]])
+        size = float(digits) * units[t[len(digits):]]
     except (ValueError, KeyError):
         raise OptionError(f"--memory-limit {text!r}: a size such as 4GB, 512MiB or 1e9 (bytes)") from None
+    if not math.isfinite(size) or size < 1:
+        raise OptionError(f"--memory-limit {text!r}: must be a finite size of at least 1 byte, such as 4GB, "
+                          "512MiB or 1e9")
+    return int(size)
 
 
 def _show(path: Path) -> None:

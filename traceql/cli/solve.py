@@ -3,6 +3,7 @@ the runner-ups, and the equal split it beats."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,12 +43,19 @@ def solve(
 
 
 def _ms(config: Any) -> str:
-    """The predicted iteration time; ``~`` when its communication is an estimate."""
+    """The predicted iteration time; ``~`` when its communication is an estimate; ``-`` for no real time."""
+    if not math.isfinite(config.time_ms) or config.time_ms <= 0:
+        return "-"
     return f"{'~' if config.cap.estimated else ''}{config.time_ms:,.2f}"
 
 
 def _rate(config: Any) -> str:
-    return "-" if config.time_ms <= 0 else f"{1000 * config.global_batch / config.time_ms:,.1f}"
+    """Samples per second; ``-`` where the time gives no finite rate."""
+    try:
+        rate = 1000 * config.global_batch / config.time_ms if config.time_ms > 0 else math.inf
+    except OverflowError:
+        rate = math.inf
+    return f"{rate:,.1f}" if math.isfinite(rate) else "-"
 
 
 def _many(n: int, what: str) -> str:

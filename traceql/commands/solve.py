@@ -3,6 +3,7 @@ cap) that minimises the predicted iteration time for a global batch on a cluster
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,18 +42,31 @@ class SolveResult:
     @property
     def gain_pct(self) -> float | None:
         """How much faster the best configuration is predicted to be than the equal split (% of throughput)."""
-        if self.naive is None or self.best.time_ms <= 0:
+        if self.naive is None or not 0 < self.best.time_ms < math.inf:
             return None
-        return 100.0 * (self.naive.time_ms / self.best.time_ms - 1.0)
+        gain = 100.0 * (self.naive.time_ms / self.best.time_ms - 1.0)
+        return gain if math.isfinite(gain) else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"global_batch": self.global_batch, "model": self.model,
+        """The result as JSON values (a number that is not finite is null: JSON has no NaN or Infinity)."""
+        return _finite({"global_batch": self.global_batch, "model": self.model,
                 "cluster": [{"name": n.name, "gpu": n.gpu, "count": n.count} for n in self.nodes],
                 "gpus": sum(n.count for n in self.nodes), **self.limits, "communication": self.communication,
                 "best": self.best.to_dict(), "runner_ups": [c.to_dict() for c in self.configs[1:]],
                 "naive": {"feasible": self.naive is not None, "reason": self.naive_reason,
                           "config": self.naive.to_dict() if self.naive else None, "gain_pct": self.gain_pct},
-                "notes": self.notes}
+                "notes": self.notes})
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by None, through dicts and lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _at_least(value: int, least: int, option: str) -> None:
@@ -103,11 +117,11 @@ def _buckets(profiles: Profiles, nodes: tuple[Node, ...], notes: list[str],
                   "interconnect": data["interconnect"]}
 
 
-def _unreachable(space: Space, global_batch: int) -> OptionError:
+def _unreachable(space: Space, global_batch: int, max_accumulation: int, max_virtual: int) -> OptionError:
     near = solver.nearest(solver.reachable(space, SUGGEST_UP_TO * global_batch), global_batch)
     return OptionError(
         f"--global-batch {global_batch}: no configuration reaches it exactly (accumulation × Σ count × virtual "
-        f"workers × batch, with accumulation ≤ {space.max_accumulation}, virtual workers ≤ {space.max_virtual} "
+        f"workers × batch, with accumulation ≤ {max_accumulation}, virtual workers ≤ {max_virtual} "
         f"and the profiled batches that fit); "
         + (f"reachable near it: {', '.join(map(str, near))}" if near else
            f"none is reachable up to {SUGGEST_UP_TO * global_batch}"))
@@ -126,10 +140,13 @@ def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapp
     profiles = read_profiles(profile_dir)
     notes: list[str] = []
     caps, communication = _buckets(profiles, nodes, notes)
-    space = Space(nodes, _costs(profiles, nodes), caps, max_accumulation, max_virtual)
+    # no configuration reaching N (nor any batch suggested near it) has more accumulation steps or virtual
+    # workers than SUGGEST_UP_TO × N: larger limits change no answer, only how long the search takes
+    reach = SUGGEST_UP_TO * global_batch
+    space = Space(nodes, _costs(profiles, nodes), caps, min(max_accumulation, reach), min(max_virtual, reach))
     configs = solver.solve(space, global_batch, top=top)
     if not configs:
-        raise _unreachable(space, global_batch)
+        raise _unreachable(space, global_batch, max_accumulation, max_virtual)
     naive = solver.naive(space, global_batch)
     shown = configs + ([naive] if isinstance(naive, Config) else [])
     if guessed := sorted({c.cap.cap_mb for c in shown if c.cap.estimated}):

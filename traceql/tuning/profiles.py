@@ -4,6 +4,7 @@ cluster file; each fault is one :class:`InputError` naming the file."""
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from traceql.analyzers.solver import Node
 from traceql.collectors.errors import CollectError
-from traceql.collectors.profile_format import file_name, validate
+from traceql.collectors.profile_format import file_name, shown, validate
 from traceql.errors import InputError
 
 NODE_KEYS = ("name", "gpu", "count")
@@ -48,19 +49,44 @@ class Profiles:
         return {gpu: data for (k, gpu), data in sorted(self.data.items()) if k == kind}
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: str | Path) -> Any:
+    """The JSON value of a file; one :class:`InputError` naming it when it is missing, a link to nothing or in a
+    loop, a folder, a device or pipe, unreadable, empty, not UTF-8 text or not JSON. ``NaN`` and ``Infinity``
+    parse (as Python's json reads them): the profile check refuses them where a number is wanted."""
+    path = Path(path)
     try:
-        return json.loads(path.read_text())
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError("is a folder, not a JSON file", path=str(path))
+        if not stat.S_ISREG(mode):
+            raise InputError("not a regular file (a device, pipe or socket), not a JSON file", path=str(path))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError("no such file", path=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a JSON file", path=str(path)) from None
+        why = "a link to nothing" if path.is_symlink() else "no such file"
+        raise InputError(why, path=str(path)) from None
     except UnicodeDecodeError:
         raise InputError("not a text file (expected JSON)", path=str(path)) from None
+    except OSError as err:
+        raise InputError(f"cannot read it ({err.strerror or err})", path=str(path)) from None
+    if not text.strip():
+        raise InputError("empty file (expected JSON)", path=str(path))
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"not JSON ({err.msg} at line {err.lineno})", path=str(path)) from None
-    except OSError as err:
-        raise InputError(f"cannot read it ({err.strerror})", path=str(path)) from None
+    except RecursionError:
+        raise InputError("not JSON traceql reads (nested too deeply)", path=str(path)) from None
+    except ValueError as err:  # an integer of more digits than Python converts
+        raise InputError(f"not JSON traceql reads ({err})", path=str(path)) from None
+
+
+def read_profile(path: str | Path) -> dict[str, Any]:
+    """One profile file, read and checked (``traceql.collectors.profile_format.validate``); an
+    :class:`InputError` naming the file, the entry and the key at fault."""
+    try:
+        return validate(load_json(path), str(path))
+    except CollectError as err:
+        raise InputError(str(err)) from None
 
 
 def read_profiles(folder: str | Path) -> Profiles:
@@ -72,10 +98,7 @@ def read_profiles(folder: str | Path) -> Profiles:
                          "profiles)", path=str(folder))
     out = Profiles(folder)
     for path in sorted(folder.glob("*.json")):
-        try:
-            data = validate(_load_json(path), str(path))
-        except CollectError as err:
-            raise InputError(str(err)) from None
+        data = read_profile(path)
         key = (data["kind"], data["gpu"])
         if key in out.data:
             raise InputError(f"a second {key[0]} profile of {key[1]!r} (the first: {out.paths[key]}); keep one",
@@ -100,10 +123,10 @@ def _node(i: int, node: Any, where: str) -> Node:
         raise InputError(f"node {i}: unknown key {extra[0]!r} (a node has {', '.join(NODE_KEYS)})", path=where)
     for key in ("name", "gpu"):
         if not isinstance(node[key], str) or not node[key].strip():
-            raise InputError(f"node {i}: {key} must be a non-empty string, got {node[key]!r}", path=where)
+            raise InputError(f"node {i}: {key} must be a non-empty string, got {shown(node[key])}", path=where)
     count = node["count"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InputError(f"node {i} ({node['name']}): count must be an integer of at least 1, got {count!r}",
+        raise InputError(f"node {i} ({node['name']}): count must be an integer of at least 1, got {shown(count)}",
                          path=where)
     return Node(node["name"], node["gpu"], count)
 
@@ -111,7 +134,7 @@ def _node(i: int, node: Any, where: str) -> Node:
 def read_cluster(source: str | Path | Mapping[str, Any]) -> tuple[Node, ...]:
     """The nodes of a cluster file ``{"nodes": [{"name", "gpu", "count"}, ...]}`` (or of that object)."""
     where = "cluster" if isinstance(source, Mapping) else str(source)
-    data = source if isinstance(source, Mapping) else _load_json(Path(source))
+    data = source if isinstance(source, Mapping) else load_json(source)
     if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list):
         raise InputError(f"not a cluster file (expected {EXAMPLE})", path=where)
     if extra := sorted(set(data) - {"nodes"}):
