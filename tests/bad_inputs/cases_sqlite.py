@@ -30,7 +30,7 @@ def corrupt_pages(tmp: Path) -> Scenario:
     data[4096:len(data) // 2] = b"\xff" * (len(data) // 2 - 4096)
     path = tmp / "report.sqlite"
     path.write_bytes(bytes(data))
-    return detect(path, 2, "cannot read this SQLite database")
+    return detect(path, 2, "damaged SQLite database")
 
 
 @case("sqlite")

@@ -10,11 +10,14 @@ from traceql.model import schema, steps, validate
 from traceql.model.engine import Model, sort
 
 
-def _gathered(table: str, staged: list[pl.DataFrame]) -> pl.DataFrame:
+def _gathered(model: Model, table: str, staged: list[pl.DataFrame]) -> tuple[pl.DataFrame, list[str]]:
+    """The sources' rows of one activity relation as one frame of the model's types, and the warnings on
+    values that do not fit them (``validate.narrowed``)."""
     types = {c: t for c, t in schema.held(table).items() if c not in schema.DERIVED}
     if not staged:
-        return schema.empty(types)
-    return pl.concat([f.cast(types) for f in staged], how="vertical", rechunk=False)
+        return schema.empty(types), []
+    parts = [validate.narrowed(model.con, table, f, types) for f in staged]
+    return pl.concat([f for f, _ in parts], how="vertical", rechunk=False), [n for _, said in parts for n in said]
 
 
 def _view(table: str) -> str:
@@ -26,14 +29,16 @@ def _view(table: str) -> str:
 
 def finish(model: Model) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """The model's activity frames, checked, sorted (``schema.ORDER_BY``) and with their steps, each also a view
-    in ``model.con``; the ``steps`` relation filled; the warnings of the checks."""
-    frames = {}
+    in ``model.con``; the ``steps`` relation filled; the warnings of the checks (values that do not fit the
+    model's types, rows dropped, step ranges ignored)."""
+    frames, narrowed = {}, []
     for table in schema.ACTIVITIES:  # each frame handed on alone, so that the sort can let its columns go
-        frames[table] = sort(_gathered(table, model.staged.pop(table)), schema.order(table))
+        rows, said = _gathered(model, table, model.staged.pop(table))
+        frames[table], narrowed = sort(rows, schema.order(table)), narrowed + said
     frames, notes = validate.check(model.con, frames)
-    frames = steps.attribute(model.con, frames)
+    frames, ignored = steps.attribute(model.con, frames)
     for table, rows in frames.items():
         model.con.register(f"_{table}_rows", rows.select(schema.columns(table)).to_arrow())
         model.con.execute(_view(table))
     steps.fill(model.con)
-    return frames, notes
+    return frames, narrowed + notes + ignored

@@ -4,7 +4,8 @@ A step is an annotation range on the CPU: NVTX ``step_<i>`` (``step_<i>_nosync``
 with communication off) or, in a Kineto trace without those, ``ProfilerStep#<i>``. A kernel belongs to the
 step whose range holds the start of the CUDA API call that launched it (``launch_ns``, found through the
 correlation id), on any thread of the same process (rank): GPU work of step i often runs while the CPU is
-already in step i+1, so GPU time never decides. Kernels launched outside every step have no step.
+already in step i+1, so GPU time never decides. Kernels launched outside every step have no step. A range whose
+step number is past 32 bits is no step: it is ignored, with a warning.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import polars as pl
+
+from traceql.model.validate import where
 
 NAMED = r"^step_([0-9]+)(_nosync)?$"
 PROFILER_STEP = r"^ProfilerStep#([0-9]+)$"
@@ -21,18 +24,19 @@ MARKS = f"""
     WITH m AS (
         SELECT run_id, rank, start_ns, end_ns,
                regexp_extract(text, '{NAMED}', 1) AS named, regexp_extract(text, '{NAMED}', 2) AS nosync,
-               regexp_extract(text, '{PROFILER_STEP}', 1) AS profiler
+               regexp_extract(text, '{PROFILER_STEP}', 1) AS profiler, text
         FROM nvtx
         WHERE end_ns > start_ns AND coalesce(domain, '') <> '{GPU_SIDE}'
           AND (regexp_matches(text, '{NAMED}') OR regexp_matches(text, '{PROFILER_STEP}'))
     ), ranked AS (  -- a rank with step_<i> ranges uses those, else its ProfilerStep#<i> ranges
         SELECT *, bool_or(named <> '') OVER (PARTITION BY run_id, rank) AS has_named FROM m
     )
-    SELECT run_id, rank, CAST(CASE WHEN has_named THEN named ELSE profiler END AS INTEGER) AS step,
+    SELECT run_id, rank, TRY_CAST(CASE WHEN has_named THEN named ELSE profiler END AS INTEGER) AS step,
            CASE WHEN nosync <> '' THEN 'isolated' ELSE 'sync' END AS step_kind,
-           min(start_ns) AS cpu_start_ns, max(end_ns) AS cpu_end_ns
+           min(start_ns) AS cpu_start_ns, max(end_ns) AS cpu_end_ns,
+           count(*) AS ranges, min(text) AS example
     FROM ranked WHERE (named <> '') = has_named
-    GROUP BY ALL
+    GROUP BY run_id, rank, step, step_kind
 """
 
 
@@ -60,11 +64,26 @@ def _assign(rows: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
                              step_kind=pl.concat(kinds) if kinds else pl.Series([], dtype=pl.String))
 
 
-def attribute(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """Give every kernel and memory operation (frames sorted by run and rank) its step."""
+def _ignored(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """One warning per run for its step ranges whose number is past 32 bits (``step_3000000000``), which are
+    left out of ``_marks``: no step has that number."""
+    bad = con.execute("SELECT run_id, sum(ranges), min(example) FROM _marks WHERE step IS NULL "
+                      "GROUP BY run_id ORDER BY run_id").fetchall()
+    if bad:
+        con.execute("DELETE FROM _marks WHERE step IS NULL")
+    return [f"warning: {where(con, run_id)}: nvtx: {int(n):,} step ranges ignored with a step number past "
+            f"{2**31 - 1:,} (e.g. {example[:60]})" for run_id, n, example in bad]
+
+
+def attribute(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame],
+                                                                                        list[str]]:
+    """Give every kernel and memory operation (frames sorted by run and rank) its step; the warnings on step
+    ranges that were ignored."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _marks AS {MARKS}")
-    marks = con.sql("SELECT * FROM _marks ORDER BY run_id, rank, cpu_start_ns, step, step_kind").pl()
-    return {table: _assign(rows, marks) for table, rows in frames.items()}
+    notes = _ignored(con)
+    marks = con.sql("SELECT * EXCLUDE (ranges, example) FROM _marks "
+                    "ORDER BY run_id, rank, cpu_start_ns, step, step_kind").pl()
+    return {table: _assign(rows, marks) for table, rows in frames.items()}, notes
 
 
 def fill(con: duckdb.DuckDBPyConnection) -> None:

@@ -1,8 +1,9 @@
 """Physical invariants of the loaded activities, checked columnar once every source is in.
 
-Rows that cannot be a GPU activity — no start or end, an end before the start — and exact duplicate rows
-are dropped, each kind with one warning naming the file, the relation, how many rows and one example. A trace
-with nothing usable left, or whose kernels all last 0 ns (no durations recorded), is refused.
+Values that do not fit the model's column types are kept as NULL, each column with one warning. Rows that
+cannot be a GPU activity — no start or end, a duration out of range, an end before the start — and exact
+duplicate rows are dropped, each kind with one warning naming the file, the relation, how many rows and one
+example. A trace with nothing usable left, or whose kernels all last 0 ns (no durations recorded), is refused.
 """
 
 from __future__ import annotations
@@ -14,15 +15,31 @@ from traceql.errors import SchemaError
 from traceql.model import schema
 
 CHECKS = [("no start or end time", pl.col("start_ns").is_null() | pl.col("end_ns").is_null()),
+          ("a duration out of range", pl.col("duration_ns").is_null()),
           ("an end before its start", pl.col("end_ns") < pl.col("start_ns"))]
 WHAT = {"kernels": pl.coalesce(pl.col("short_name").cast(pl.String), pl.col("name").cast(pl.String), pl.lit("?")),
         "memcpy": pl.col("copy_kind").fill_null("?")}
 
 
-def _where(con: duckdb.DuckDBPyConnection, run_id: str | None) -> str:
+def where(con: duckdb.DuckDBPyConnection, run_id: str | None) -> str:
+    """The files of a run, as a warning names them."""
     paths = [r[0] for r in con.execute("SELECT path FROM runs WHERE run_id IS NOT DISTINCT FROM ? ORDER BY path",
                                        [run_id]).fetchall()]
     return ", ".join(paths) if paths else str(run_id)
+
+
+def narrowed(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame,
+             types: dict[str, pl.DataType]) -> tuple[pl.DataFrame, list[str]]:
+    """One source's rows of an activity relation in the model's column types: a value out of its column's range
+    (a device id or a grid size past 32 bits) is kept as NULL, with one warning per column naming the file."""
+    cast = rows.cast(types, strict=False)  # type: ignore[arg-type]
+    notes = []
+    for c in types:
+        if cast[c].null_count() > rows[c].null_count():
+            lost = rows.filter(rows[c].is_not_null() & cast[c].is_null())
+            notes.append(f"warning: {where(con, lost['run_id'][0])}: {table}: {lost.height:,} values of {c} out of "
+                         f"its range kept as NULL (e.g. {lost[c][0]})")
+    return cast, notes
 
 
 def _may_repeat(rows: pl.DataFrame, table: str) -> bool:
@@ -44,14 +61,14 @@ def _drop_invalid(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame
             pl.len().alias("n"), WHAT[table].first().alias("example"), pl.col("start_ns").first().alias("s"),
             pl.col("end_ns").first().alias("e")).sort("run_id", nulls_last=True)
         for run_id, n, example, s, e in per_run.iter_rows():
-            notes.append(f"warning: {_where(con, run_id)}: {table}: {n:,} rows dropped with {why} "
+            notes.append(f"warning: {where(con, run_id)}: {table}: {n:,} rows dropped with {why} "
                          f"(e.g. {example}, start {s}, end {e})")
         rows = rows.filter(~condition.fill_null(False))
     if _may_repeat(rows, table):
         dup = rows.height - rows.n_unique()
         if dup:
             example = rows.filter(rows.is_duplicated()).select("run_id", WHAT[table], "start_ns").row(0)
-            notes.append(f"warning: {_where(con, example[0])}: {table}: {dup:,} exact duplicate rows dropped "
+            notes.append(f"warning: {where(con, example[0])}: {table}: {dup:,} exact duplicate rows dropped "
                          f"(e.g. {example[1]} at {example[2]})")
             rows = rows.unique(maintain_order=True)
     return rows, notes
@@ -68,11 +85,11 @@ def check(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> tu
         notes += dropped
     kernels = frames["kernels"]
     after, longest = kernels.height, kernels["duration_ns"].max()
-    where = _where(con, con.execute("SELECT min(run_id) FROM runs").fetchone()[0])
+    first = where(con, con.execute("SELECT min(run_id) FROM runs").fetchone()[0])
     if before and not after:
         raise SchemaError(f"none of its {before:,} kernels has usable times ({notes[0].split(': ', 3)[-1]})",
-                          path=where)
+                          path=first)
     if after and longest == 0:
         raise SchemaError(f"every one of its {after:,} kernels lasts 0 ns: the trace records no durations "
-                          "(a Kineto trace without \"dur\"?)", path=where)
+                          "(a Kineto trace without \"dur\"?)", path=first)
     return frames, notes

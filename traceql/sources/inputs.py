@@ -6,6 +6,9 @@ line and is never opened by a database engine.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,21 +44,58 @@ class InputFile:
     wal: bool = False  # a SQLite database in WAL mode: reading it in place would create files beside it
 
 
+def _os_reason(exc: OSError) -> str:
+    """What the OS said of a path, as the rest of an error line."""
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link that loops back on itself (too many levels of symbolic links)"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "file name too long for the file system (a path typed or pasted wrongly?)"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"cannot read: {exc.strerror} (check its permissions)"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def status(path: Path) -> os.stat_result | None:
+    """``path``'s status, links followed; None when nothing is there (a link to nothing included);
+    InputError naming the path when the OS cannot tell (a name too long, a link loop, no permission)."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InputError(_os_reason(exc), path=str(path)) from None
+    except ValueError:  # a NUL character: no file has that name
+        raise InputError("a path with a NUL character: no file can have that name", path=str(path)) from None
+
+
+def is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder (links followed); InputError where the OS cannot tell."""
+    st = status(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def _missing(path: Path) -> str:
+    try:
+        return "a link to nothing" if path.is_symlink() else "no such file or directory"
+    except (OSError, ValueError):
+        return "no such file or directory"
+
+
 def check_file(path: Path) -> InputFile:
     """Check that one file can be read, then ask the readers (``traceql.sources``) whose it is, by its first
     bytes and its name; raise InputError for anything that is not a trace."""
-    if not path.exists():
-        why = "a link to nothing" if path.is_symlink() else "no such file or directory"
-        raise InputError(why, path=str(path))
-    if not path.is_file():  # a FIFO would block forever, a device never end
+    st = status(path)
+    if st is None:
+        raise InputError(_missing(path), path=str(path))
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block forever, a device never end
         raise InputError("not a regular file (a pipe, socket or device?): give the trace file itself",
                          path=str(path))
     try:
-        size = path.stat().st_size
         with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(100)
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+        raise InputError(_os_reason(exc), path=str(path)) from exc
     if size == 0:
         raise InputError("empty file (0 bytes): the capture or export was probably interrupted", path=str(path))
     reader = sources.recognise(head, path)
@@ -78,11 +118,24 @@ def _run_folder(path: Path) -> list[InputFile] | None:
     return [replace(check_file(p), cpu_run=cpu, run=run) for p in runfolder.trace_paths(path, manifest)]
 
 
+def _is_file(path: Path) -> bool:
+    """Whether a folder's entry is a regular file (links followed); an entry that cannot be told (a link
+    loop) is not."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _scan_directory(path: Path) -> list[Path]:
-    found = sorted(p for p in path.iterdir() if p.is_file() and _is_trace_name(p.name))
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as exc:
+        raise InputError(_os_reason(exc), path=str(path)) from exc
+    found = [p for p in entries if _is_trace_name(p.name) and _is_file(p)]
     if not found:
         # reports a reader refuses by their name alone (the nsys reader's .nsys-rep, .qdrep): not read here
-        reps = sorted(p.name for p in path.iterdir() if p.is_file() and sources.refusal(b"", p))
+        reps = [p.name for p in entries if sources.refusal(b"", p) and _is_file(p)]
         hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite)" if reps else ""
         raise InputError(f"directory holds no traces (*.sqlite, *.json, *.json.gz, ncu *.csv){hint}", path=str(path))
     return found
@@ -91,7 +144,7 @@ def _scan_directory(path: Path) -> list[Path]:
 def resolve(paths: list[str | Path] | None) -> list[InputFile]:
     """Expand directories, check every file; with no paths, the embedded default trace."""
     if not paths:
-        if not DEFAULT_TRACE.exists():
+        if not is_dir(DEFAULT_TRACE):
             raise InputError(
                 "embedded default trace is missing (an incomplete installation?): reinstall traceql, or pass FILE",
                 path=str(DEFAULT_TRACE),
@@ -100,11 +153,12 @@ def resolve(paths: list[str | Path] | None) -> list[InputFile]:
     checked: list[InputFile] = []
     for raw in paths:
         p = Path(raw)
-        run = _run_folder(p) if p.is_dir() else None
+        folder = is_dir(p)
+        run = _run_folder(p) if folder else None
         if run is not None:
             checked.extend(run)
         else:
-            checked.extend(check_file(f) for f in (_scan_directory(p) if p.is_dir() else [p]))
+            checked.extend(check_file(f) for f in (_scan_directory(p) if folder else [p]))
     seen: set[Path] = set()
     for f in checked:
         key = f.path.resolve()

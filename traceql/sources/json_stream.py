@@ -1,7 +1,8 @@
 """Stream a Chrome-trace JSON object: top-level keys as values, ``traceEvents`` one event at a time.
 
 Memory stays bounded by one event (plus a read chunk) whatever the file size. Non-integer numbers are kept
-as their decimal text (``parse_float=str``) so that microsecond timestamps convert to nanoseconds exactly.
+as their decimal text (``parse_float=str``) so that microsecond timestamps convert to nanoseconds exactly. A
+UTF-8 byte order mark before the document is skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import IO, Any
 from traceql.errors import InputError
 
 CHUNK = 1 << 20
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors and tools write first
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder(parse_float=str)
 TRUNCATED = "truncated JSON: the file ends early (was the trace still being written?)"
@@ -70,6 +72,9 @@ class _Reader:
                 if self.eof and exc.pos >= len(self.buf) - 1:
                     raise self._fail(TRUNCATED) from None
                 raise self._fail(f"invalid JSON ({exc.msg})") from None
+            except ValueError:  # an integer longer than Python converts (4300 digits)
+                raise self._fail("invalid trace: a number with thousands of digits, which no trace field holds") \
+                    from None
             if end == len(self.buf) and not self.eof and self._fill():
                 continue  # a number may go on in the next chunk
             self.pos = end
@@ -79,9 +84,9 @@ class _Reader:
 def _open_text(path: Path) -> IO[str]:
     with path.open("rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
-    if gz:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open("r", encoding="utf-8", errors="replace")
+    if gz:  # utf-8-sig: a byte order mark first is skipped
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return path.open("r", encoding="utf-8-sig", errors="replace")
 
 
 def stream_trace(path: Path, meta: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -21,17 +21,19 @@ from traceql.model.engine import Model, insert_frame
 from traceql.model.names import collective_expr, kind_expr, short_names
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
+from traceql.sources.json_stream import BOM
 from traceql.sources.kineto_decode import decode
 from traceql.sources.kineto_events import GPU_INTS, stream
-from traceql.sources.ranks import rank_from_name, run_name
+from traceql.sources.ranks import MAX_RANK, name_rank_note, rank_from_name, run_name, valid_rank
 
 FORMAT = "kineto-json"
 COPY_KIND = re.compile(r"^Memcpy (\w+)")
 
 
 def sniff(head: bytes, path: Path) -> bool:
-    """A JSON object, or gzip (a ``.json.gz`` trace): what torch.profiler writes, whatever the file's name."""
-    return head.startswith(b"\x1f\x8b") or head.lstrip()[:1] == b"{"
+    """A JSON object (after a UTF-8 byte order mark, if any), or gzip (a ``.json.gz`` trace): what torch.profiler
+    writes, whatever the file's name."""
+    return head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] == b"{"
 
 
 def loose_runs(loose: list[Path]) -> list[list[Path]]:
@@ -50,17 +52,26 @@ class KinetoFile:
     launches: pl.DataFrame
     pid: int | None = None
 
-    @property
-    def rank(self) -> int | None:
+    def rank(self) -> tuple[int | None, str, str | None]:
+        """Its rank, how it is known (``distributedInfo`` or ``file name``; None: neither tells) and a warning
+        when its ``distributedInfo`` or its name gives a rank that no rank can be."""
         info = self.meta.get("distributedInfo")
         if isinstance(info, str):  # some tools store it as a Python repr
             try:
                 info = ast.literal_eval(info)
-            except (ValueError, SyntaxError):
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 info = None
-        if isinstance(info, dict) and isinstance(info.get("rank"), int):
-            return info["rank"]
-        return rank_from_name(self.path)
+        note = None
+        if isinstance(info, dict) and "rank" in info:
+            rank = valid_rank(info["rank"])
+            if rank is not None:
+                return rank, "distributedInfo", None
+            shown = str(info["rank"])
+            shown = shown if len(shown) <= 24 else f"{shown[:20]}..."
+            note = (f"warning: {self.path}: distributedInfo.rank {shown!r} is not a rank (an integer from 0 to "
+                    f"{MAX_RANK}): ignored")
+        rank = rank_from_name(self.path)
+        return rank, "file name", note or name_rank_note(self.path)
 
 
 TIMES = {"ts": pl.String, "dur": pl.String}  # ints or decimal text, both as text for _ns
@@ -149,10 +160,11 @@ def _load_file(model: Model, f: KinetoFile, run_id: str, rank: int, rank_from: s
     if not f.gpu.height:  # a collection on CPU: no GPU activity to load
         return
     g = _gpu_frame(con, f, run_id, rank)
+    # integers stay 64-bit: the model narrows them to its types, and says what does not fit
     kernels = g.filter(pl.col("kind").is_in(["kernel", "sync"])).with_columns(
-        *(pl.col(c).cast(pl.Int32, strict=False) for c in SHAPE),
-        pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
-        pl.col("registers").cast(pl.Int32, strict=False),
+        *(pl.col(c).cast(pl.Int64, strict=False) for c in SHAPE),
+        pl.col("device").cast(pl.Int64, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
+        pl.col("registers").cast(pl.Int64, strict=False),
         pl.col("shared").cast(pl.Int64, strict=False).alias("shared_mem"),
         pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
         pl.col("name", "short_name").cast(pl.Categorical),
@@ -163,20 +175,37 @@ def _load_file(model: Model, f: KinetoFile, run_id: str, rank: int, rank_from: s
     )
     model.add("kernels", kernels)
     mem = g.filter(pl.col("kind").is_in(["memcpy", "memset"])).with_columns(
-        pl.col("device").cast(pl.Int32, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
+        pl.col("device").cast(pl.Int64, strict=False), pl.col("stream").cast(pl.Int64, strict=False),
         pl.col("bytes").cast(pl.Int64, strict=False),
         pl.when(pl.col("kind") == "memset").then(pl.lit("Memset"))
         .otherwise(pl.col("name").str.extract(COPY_KIND.pattern, 1).fill_null("Unknown")).alias("copy_kind"),
         pl.col("correlation").cast(pl.Int64, strict=False).alias("correlation_id"),
     )
     model.add("memcpy", mem)
-    props = {p.get("id"): p for p in f.meta.get("deviceProperties") or [] if isinstance(p, dict)}
-    for dev in sorted(kernels["device"].drop_nulls().unique().to_list()):
+    _gpus(con, f, run_id, kernels["device"])
+
+
+def _number(value: Any, bits: int = 32) -> int | None:
+    """An integer property as the model's column takes it: None for anything else, or out of its range."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    return value if ok else None
+
+
+def _gpus(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, devices: pl.Series) -> None:
+    """The GPUs a trace's kernels ran on, with what its ``deviceProperties`` say of them (what is not of the
+    expected type left NULL)."""
+    listed = f.meta.get("deviceProperties")
+    props = {p.get("id"): p for p in (listed if isinstance(listed, list) else [])
+             if isinstance(p, dict) and _number(p.get("id")) is not None}
+    for dev in sorted(d for d in devices.drop_nulls().unique().to_list() if _number(d) is not None):
         p = props.get(dev, {})
-        cc = f"{p['computeMajor']}.{p['computeMinor']}" if "computeMajor" in p else None
+        major, minor = _number(p.get("computeMajor")), _number(p.get("computeMinor"))
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+        name = p.get("name") if isinstance(p.get("name"), str) else None
         con.execute("INSERT INTO gpus SELECT ?, ?, ?, ?, ?, NULL, NULL, ?, NULL WHERE NOT EXISTS "
                     "(SELECT 1 FROM gpus WHERE run_id = ? AND device = ?)",
-                    [run_id, dev, p.get("name"), p.get("numSms"), p.get("totalGlobalMem"), cc, run_id, dev])
+                    [run_id, dev, name, _number(p.get("numSms")), _number(p.get("totalGlobalMem"), 64), cc,
+                     run_id, dev])
 
 
 def _annotations(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, rank: int) -> None:
@@ -188,10 +217,13 @@ def _annotations(con: duckdb.DuckDBPyConnection, f: KinetoFile, run_id: str, ran
             (start + _ns("dur")).alias("end_ns"), pl.col("name").alias("text"), pl.col("cat").alias("domain")))
 
 
-def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[KinetoFile, str, int, str]]:
-    """Ranks and run id of Kineto files given together: one run, ranks from distributedInfo or names."""
-    ranks = [f.rank for f in files]
-    how = ["distributedInfo" if f.meta.get("distributedInfo") else "file name" for f in files]
+def assign(files: list[KinetoFile], run_id: str | None = None) -> tuple[list[tuple[KinetoFile, str, int, str]],
+                                                                           list[str]]:
+    """Ranks and run id of Kineto files given together: one run, ranks from distributedInfo or names (else
+    the files' order); and the warnings on ranks that could not be used."""
+    known = [f.rank() for f in files]
+    ranks, how = [r for r, _, _ in known], [h for _, h, _ in known]
+    notes = [n for _, _, n in known if n]
     if None in ranks:
         ranks, how = list(range(len(files))), ["file order"] * len(files)
     seen: dict[int, Path] = {}
@@ -200,12 +232,17 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> list[tuple[Kin
             raise InputError(f"claims rank {r}, as {seen[r]} does: give one trace per rank", path=str(f.path))
         seen[r] = f.path
     run_id = run_id or run_name([f.path for f in files])
-    return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)]
+    return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)], notes  # type: ignore[misc]
 
 
-def load(model: Model, files: list[InputFile]) -> None:
-    """Put Kineto traces into the model: each run's files are parsed (:func:`parse`) and loaded as its ranks."""
+def load(model: Model, files: list[InputFile]) -> list[str]:
+    """Put Kineto traces into the model: each run's files are parsed (:func:`parse`) and loaded as its ranks;
+    the warnings on what could not be used are returned."""
+    notes: list[str] = []
     for run, group in by_run(files).items():
         parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
-        for kf, run_id, rank, how in assign(parsed, run):
+        assigned, said = assign(parsed, run)
+        notes += said
+        for kf, run_id, rank, how in assigned:
             _load_file(model, kf, run_id, rank, how)
+    return notes

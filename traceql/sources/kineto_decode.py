@@ -15,6 +15,7 @@ the streaming reader keeps them.
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from operator import attrgetter
 from pathlib import Path
@@ -25,6 +26,7 @@ import numpy as np
 import polars as pl
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from traceql.sources.json_stream import BOM
 from traceql.sources.kineto_events import ANNOTATION_CATS, GPU_CATS, GPU_INTS, LAUNCH_CATS, META_KEYS, Columns
 
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -123,7 +125,8 @@ def _repeated(data: bytes | bytearray, trace: _Trace) -> bool:
 
 
 def _read(path: Path) -> bytes | bytearray | None:
-    """The file's bytes (gunzipped where compressed); None when they cannot be had."""
+    """The file's bytes (gunzipped where compressed; a UTF-8 byte order mark first left out); None when they
+    cannot be had."""
     try:
         with path.open("rb") as fh:
             if fh.read(2) == b"\x1f\x8b":
@@ -132,11 +135,15 @@ def _read(path: Path) -> bytes | bytearray | None:
                 with gzip.open(fh) as text:
                     while chunk := text.read(CHUNK):
                         data += chunk
-                return data
-            fh.seek(0)
-            return fh.read()  # read, not mapped: a file cut short while mapped would kill the process (SIGBUS)
+            else:  # read, not mapped: a file cut short while mapped would kill the process (SIGBUS)
+                fh.seek(0)
+                data = bytearray(os.fstat(fh.fileno()).st_size)
+                del data[fh.readinto(data):]
     except (OSError, EOFError, ValueError, zlib.error):
         return None
+    if data.startswith(BOM):
+        del data[:len(BOM)]
+    return data
 
 
 def _columns(trace: _Trace) -> Columns:

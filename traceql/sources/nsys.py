@@ -16,13 +16,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from traceql.errors import SchemaError
 from traceql.model.engine import Model
-from traceql.model.names import collective_expr, kind_expr
 from traceql.sources import by_run, sqlite_header
 from traceql.sources.inputs import InputFile
-from traceql.sources.nsys_attach import KERNEL_TABLE, NsysFile, attach, fail
-from traceql.sources.ranks import RankAssignment, assign_ranks, name_without_rank, rank_from_name
+from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, fail
+from traceql.sources.nsys_kernels import launches, read_kernels, rows
+from traceql.sources.ranks import RankAssignment, assign_ranks, name_rank_note, name_without_rank, rank_from_name
 
 FORMAT = "nsys-sqlite"
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
@@ -85,68 +84,6 @@ def _copy_kind_sql(col: str) -> str:
     return f"CASE {col} {cases} ELSE 'Unknown' END"
 
 
-def _launches(f: NsysFile) -> tuple[str, str]:
-    """A LEFT JOIN giving each GPU activity ``t`` its CUDA API call's start (``l.launch``), or NULL; the calls
-    are read once per export (:func:`_read_launches`)."""
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in f.tables:
-        return "NULL", ""
-    return "l.launch", f"LEFT JOIN _launch_{f.alias} l ON l.correlationId = t.correlationId " \
-                       "AND l.p = coalesce(t.globalPid, 0) >> 24"
-
-
-def _read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
-    """The start of each CUDA API call, by correlation id and process, as a temp table for :func:`_launches`."""
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" in f.tables:
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE _launch_{f.alias} AS
-                        SELECT correlationId, globalTid >> 24 AS p, min(start) AS launch
-                        FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL""")
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
-    """A query's result as a polars frame, read whole: DuckDB then builds the Arrow arrays on every core."""
-    return pl.from_arrow(con.sql(query).fetch_arrow_table(), rechunk=False)
-
-
-def _read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> pl.DataFrame:
-    """This export's kernels with their process (``pid``), names as an ENUM of its strings (which reaches
-    polars as Categorical: one dictionary, not a string per kernel) and launching call; ``f.pids`` set to the
-    processes that ran kernels. SchemaError when it has none."""
-    a = f.alias
-    launch, launch_join = _launches(f)
-    try:
-        _read_launches(con, f)
-        con.execute(f"CREATE OR REPLACE TYPE _strings_{a} AS ENUM "
-                    f"(SELECT DISTINCT value FROM {a}.StringIds WHERE value IS NOT NULL)")
-        kernels = _rows(con, f"""
-            WITH names AS (  -- classified once per name, not once per kernel
-                SELECT id, value::_strings_{a} AS value, {kind_expr('value')} AS kind,
-                       CASE WHEN {kind_expr('value')} = 'comm' THEN {collective_expr('value')} END AS collective
-                FROM {a}.StringIds
-            )
-            SELECT coalesce(t.globalPid, 0) AS pid, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns,
-                   t."end" AS end_ns, t."end" - t.start AS duration_ns, coalesce(dn.value, sn.value) AS name,
-                   sn.value AS short_name, t.gridX AS grid_x, t.gridY AS grid_y, t.gridZ AS grid_z,
-                   t.blockX AS block_x, t.blockY AS block_y, t.blockZ AS block_z,
-                   t.registersPerThread AS registers, t.staticSharedMemory + t.dynamicSharedMemory AS shared_mem,
-                   t.correlationId AS correlation_id, coalesce(sn.kind, 'compute') AS kind, sn.collective,
-                   {launch} AS launch_ns
-            FROM {a}.{KERNEL_TABLE} t
-            LEFT JOIN names sn ON sn.id = t.shortName
-            LEFT JOIN names dn ON dn.id = t.demangledName
-            {launch_join}
-        """)
-    except duckdb.Error as exc:
-        raise fail(f.path, exc) from exc
-    f.pids = kernels["pid"].unique().sort().to_list()
-    if not f.pids:
-        raise SchemaError(
-            f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
-            "(cudaProfilerStart / --capture-range) before the program exited?",
-            path=str(f.path),
-        )
-    return kernels
-
-
 def _load_kernels(model: Model, f: NsysFile, kernels: pl.DataFrame, ranks: list[RankAssignment]) -> pl.DataFrame:
     """Add this export's kernels (:func:`_read_kernels`) to the model as their processes' ranks; returned
     for the devices they ran on."""
@@ -161,17 +98,17 @@ def _load_kernels(model: Model, f: NsysFile, kernels: pl.DataFrame, ranks: list[
 
 def _load_memops(model: Model, f: NsysFile) -> None:
     a = f.alias
-    launch, launch_join = _launches(f)
+    launch, launch_join = launches(f)
     join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join}"
     head = """m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns, t."end" AS end_ns,
-              t."end" - t.start AS duration_ns, t.bytes"""
+              TRY(t."end" - t.start) AS duration_ns, t.bytes"""
     tail = f"t.correlationId AS correlation_id, {{}} AS kind, {launch} AS launch_ns"
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
-        model.add("memcpy", _rows(model.con, f"""
+        model.add("memcpy", rows(model.con, f"""
             SELECT {head}, {_copy_kind_sql('t.copyKind')} AS copy_kind, {tail.format("'memcpy'")}
             FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}"""))
     if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
-        model.add("memcpy", _rows(model.con, f"""
+        model.add("memcpy", rows(model.con, f"""
             SELECT {head}, 'Memset' AS copy_kind, {tail.format("'memset'")}
             FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}"""))
 
@@ -199,13 +136,15 @@ def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
 def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFrame) -> None:
     """The GPUs this export's kernels ran on, each once per run, with what the export says of them."""
     a = f.alias
-    con.register("_used", kernels.group_by("run_id", "device").len().drop("len").to_arrow())
+    used = kernels.group_by("run_id", "device").len().drop("len")  # a device past 32 bits is none: the model says so
+    con.register("_used", used.filter(pl.col("device").is_between(-(2**31), 2**31 - 1)).to_arrow())
     try:
         if "TARGET_INFO_GPU" in f.tables:
             con.execute(f"""
                 INSERT INTO gpus
                 WITH info AS (SELECT * FROM {a}.TARGET_INFO_GPU QUALIFY row_number() OVER (PARTITION BY id) = 1)
-                SELECT u.run_id, u.device, g.name, g.smCount, g.totalMemory, g.memoryBandwidth, g.clockRate,
+                SELECT u.run_id, u.device, g.name, TRY_CAST(g.smCount AS INTEGER), TRY_CAST(g.totalMemory AS BIGINT),
+                       TRY_CAST(g.memoryBandwidth AS BIGINT), TRY_CAST(g.clockRate AS BIGINT),
                        g.computeMajor || '.' || g.computeMinor, g.busLocation
                 FROM _used u LEFT JOIN info g ON g.id = u.device
                 WHERE NOT EXISTS (SELECT 1 FROM gpus x WHERE x.run_id = u.run_id AND x.device = u.device)
@@ -251,14 +190,14 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             _load_gpus(con, f, ranked)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
             con.execute(f"DROP TYPE IF EXISTS _strings_{f.alias}")
-        except duckdb.Error as exc:
+        except READ_ERRORS as exc:
             raise fail(f.path, exc) from exc
 
 
 def load(model: Model, files: list[InputFile]) -> list[str]:
     """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached. An export
     in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said."""
-    notes = []
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
         for run, group in by_run(files).items():
             attached, kernels = [], {}
@@ -271,7 +210,8 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
                         notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
                                      "so that nothing is created beside it")
                     attached.append(attach(model.con, f.path, f"src{i}", read_from=copy))
-                    kernels[attached[-1].alias] = _read_kernels(model.con, attached[-1])
+                    kernels[attached[-1].alias], said = read_kernels(model.con, attached[-1])
+                    notes += said + [n for n in [name_rank_note(f.path)] if n]
                 _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run), kernels)
             finally:
                 for f in attached:

@@ -3,13 +3,14 @@ recorded), its tables found by name and its metadata read; and one line for what
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from traceql.errors import InputError, SchemaError
-from traceql.model.engine import sql_literal
+from traceql.model.engine import interrupted, sql_literal
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
@@ -31,12 +32,38 @@ class NsysFile:
     pids: list[int]
 
 
-def fail(path: Path, exc: duckdb.Error) -> InputError | SchemaError:
-    """One line for what went wrong reading an export: a value of the wrong type, a table or column the model
-    needs and the export lacks, or a file SQLite cannot read."""
-    msg = str(exc).splitlines()[0]
+# what SQLite says of a file whose pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_TOOBIG ...)
+DAMAGED = ("database disk image is malformed", "file is not a database", "malformed database schema",
+           "string or blob too big", "unsupported file format")
+# what can go wrong while DuckDB's SQLite scanner reads an export: its own errors, SQLite's errors raised
+# while results stream (RuntimeError), and messages that quote bytes that are not UTF-8
+READ_ERRORS = (duckdb.Error, RuntimeError, UnicodeDecodeError)
+FOUND = re.compile(r'found ".*" (?=of type)', re.DOTALL)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, (bytes, bytearray)):
+        text = bytes(exc.object).decode("utf-8", errors="replace")
+    else:
+        text = str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def fail(path: Path, exc: BaseException) -> BaseException:
+    """One line for what went wrong reading an export: a damaged file, a value of the wrong type or out of
+    range, a table or column the model needs and the export lacks, or a file SQLite cannot read. A Ctrl-C
+    that DuckDB reported is KeyboardInterrupt."""
+    if interrupted(exc):
+        return KeyboardInterrupt()
+    msg = FOUND.sub("found a value ", _message(exc))  # the value itself may be any bytes
+    damage = next((d for d in DAMAGED if d in msg), None)
+    if damage:
+        return InputError(f"damaged SQLite database ({damage}): re-export it with nsys export", path=str(path))
     if "Mismatch Type" in msg:
         return InputError(f"a column holds values of the wrong type ({msg}): damaged, or written by another tool?",
+                          path=str(path))
+    if msg.startswith(("Out of Range Error", "Conversion Error")):
+        return InputError(f"a column holds a value out of range ({msg}): damaged, or written by another tool?",
                           path=str(path))
     if msg.startswith(("Binder Error", "Catalog Error")):
         return SchemaError(f"the export lacks a table or column the model needs ({msg}): made by an nsys version "
@@ -54,7 +81,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
                 "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(read_from or path)]
             ).fetchall()
         }
-    except duckdb.Error as exc:
+    except READ_ERRORS as exc:
         raise fail(path, exc) from exc
     meta = next((t for t in META_TABLES if t in tables), None)
     if meta is None and "StringIds" not in tables:
@@ -71,7 +98,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
         info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
         start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
             if SESSION_START in tables else None
-    except duckdb.Error as exc:
+    except READ_ERRORS as exc:
         raise fail(path, exc) from exc
     return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"),
                     start, [])

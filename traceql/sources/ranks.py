@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+MAX_RANK = 2**31 - 1  # ranks are 32-bit in the model
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,32 @@ class RankAssignment:
     rank_from: str
 
 
-def rank_from_name(path: Path) -> int | None:
-    """The rank a file name carries (``..._rank1.sqlite`` → 1), or None."""
+def valid_rank(value: object) -> int | None:
+    """``value`` as a rank: an integer from 0 to :data:`MAX_RANK` (not a bool, a float or text); else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK
+    return value if ok else None  # type: ignore[return-value]
+
+
+def _name_number(path: Path) -> str | None:
     found = RANK_IN_NAME.findall(path.stem)
-    return int(found[-1]) if found else None
+    return found[-1] if found else None
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file name carries (``..._rank1.sqlite`` → 1), or None (also for a number past
+    :data:`MAX_RANK`, which no rank is)."""
+    number = _name_number(path)
+    return valid_rank(int(number)) if number is not None and len(number) <= 12 else None
+
+
+def name_rank_note(path: Path) -> str | None:
+    """A warning for a file whose name carries a rank number that no rank can be; None for any other."""
+    number = _name_number(path)
+    if number is None or rank_from_name(path) is not None:
+        return None
+    shown = number if len(number) <= 24 else f"{number[:20]}... ({len(number)} digits)"
+    return (f"warning: {path}: the rank in its name ({shown}) is past {MAX_RANK}, the largest rank: "
+            "its name gives no rank")
 
 
 def name_without_rank(path: Path) -> str:
