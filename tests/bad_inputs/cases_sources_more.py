@@ -1,3 +1,183 @@
 """Traces odd in ways a reader must name: huge ranks and steps, long names, damaged pages, dangling strings, a BOM."""
 
 from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+from tests.bad_inputs.scenario import KERNELS, Scenario, case, detect, kineto_copy, sqlite_copy
+from tests.paths import DDP_FILES, SINGLE_FILE
+
+# --- step numbers and ranks past what the model holds ------------------------------------------------------------
+
+
+@case("sources")
+def nvtx_step_past_32_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = 'step_3000000000' WHERE text = 'step_3'")
+    return detect(path, 0, "step ranges ignored with a step number past 2,147,483,647 (e.g. step_3000000000)")
+
+
+@case("sources")
+def nvtx_step_of_a_hundred_digits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = 'step_' || replace(printf('%.100d', 0), '0', '9') "
+                            "WHERE text LIKE 'step_%'")
+    return detect(path, 0, "step ranges ignored with a step number past")
+
+
+def _rank(value: object) -> dict:
+    return {"distributedInfo": {"backend": "nccl", "rank": value, "world_size": 2}}
+
+
+@case("sources")
+def kineto_rank_1e30(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp, top=_rank(1e30), name="trace.json")
+    return detect(path, 0, "distributedInfo.rank '1e+30' is not a rank")
+
+
+@case("sources")
+def kineto_rank_a_word(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp, top=_rank("zero"), name="trace.json")
+    return detect(path, 0, "distributedInfo.rank 'zero' is not a rank")
+
+
+@case("sources")
+def kineto_rank_negative(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp, top=_rank(-1), name="trace.json")
+    return detect(path, 0, "distributedInfo.rank '-1' is not a rank")
+
+
+@case("sources")
+def kineto_rank_a_boolean(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp, top=_rank(True), name="trace.json")
+    return detect(path, 0, "distributedInfo.rank 'True' is not a rank")
+
+
+@case("sources")
+def rank_in_the_name_past_32_bits(tmp: Path) -> Scenario:
+    folder = tmp / "traces"
+    folder.mkdir()
+    path = folder / "gpt2_rank99999999999.sqlite"
+    shutil.copyfile(DDP_FILES[0], path)
+    return detect(path, 0, "the rank in its name (99999999999) is past 2147483647")
+
+
+# --- names and bytes a file system or a reader trips on ----------------------------------------------------------
+
+
+@case("sources")
+def input_name_too_long(tmp: Path) -> Scenario:
+    path = tmp / ("r" * 300 + ".sqlite")
+    return Scenario(["detect", path], 2, "file name too long", path, [])
+
+
+@case("sources")
+def input_in_a_folder_that_is_a_file(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["detect", path / "report.sqlite"], 2, "no such file or directory", path / "report.sqlite",
+                    [path])
+
+
+@case("sources")
+def input_with_a_nul_character(tmp: Path) -> Scenario:
+    return Scenario(["detect", f"{tmp}/re\x00port.sqlite"], 2, "embedded null byte", None, [])
+
+
+@case("sources")
+def kineto_with_a_byte_order_mark(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    return Scenario(["detect", path], 0, "", None, [path])
+
+
+@case("sources")
+def kineto_gzip_with_a_byte_order_mark(tmp: Path) -> Scenario:
+    import gzip
+
+    path = kineto_copy(tmp)
+    gz = tmp / "rank0.json.gz"
+    gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + path.read_bytes()))
+    path.unlink()
+    return Scenario(["detect", gz], 0, "", None, [gz])
+
+
+@case("sources")
+def kineto_number_of_5000_digits(tmp: Path) -> Scenario:
+    path = kineto_copy(tmp)
+    text = path.read_text()
+    at = text.index('"ts": ', text.index('"cat": "kernel"'))  # a kernel's start
+    path.write_text(text[:at] + '"ts": ' + "9" * 5000 + ', "was": ' + text[at + 6:])
+    return detect(path, 0, "1 rows dropped with no start or end time")
+
+
+# --- damaged or foreign values in an nsys export ------------------------------------------------------------------
+
+
+@case("sources")
+def damaged_page_in_the_kernel_table(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    con = sqlite3.connect(path)
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", [KERNELS]).fetchone()[0]
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page:root * page] = b"\xa5" * page  # the table's root page: its rows cannot be reached
+    path.write_bytes(bytes(data))
+    return detect(path, 2, "damaged SQLite database")
+
+
+@case("sources")
+def dangling_name_ids(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET shortName = 999999999, demangledName = 999999999 "
+                            "WHERE rowid % 20 = 0")
+    return detect(path, 0, "name string ids that its StringIds table lacks")
+
+
+@case("sources")
+def device_id_past_32_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET deviceId = 5000000000 WHERE rowid % 50 = 0")
+    return detect(path, 0, "values of device out of its range kept as NULL")
+
+
+@case("sources")
+def grid_past_32_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET gridX = 9000000000 WHERE rowid % 50 = 0")
+    return detect(path, 0, "values of grid_x out of its range kept as NULL")
+
+
+@case("sources")
+def time_past_64_bits(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775807 '
+                            "WHERE rowid % 50 = 0")
+    return detect(path, 0, "a duration out of range")
+
+
+@case("sources")
+def names_not_utf8(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, "UPDATE StringIds SET value = value || CAST(x'e9fffe' AS TEXT) WHERE id % 7 = 0")
+    return detect(path, 0, "hold bytes that are not UTF-8: read from a temporary copy")
+
+
+@case("sources")
+def nvtx_text_in_latin_1(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = CAST(x'e9' AS TEXT) || text WHERE text IS NOT NULL")
+    return Scenario(["detect", path], 0, "text values (names, NVTX ranges) hold bytes that are not UTF-8", None,
+                    [path], [tmp / "report.sqlite-journal"])
+
+
+@case("sources")
+def nsys_report_renamed_sqlite(tmp: Path) -> Scenario:
+    path = tmp / "report.sqlite"
+    path.write_bytes(b"NVIDIA Tegra Profiler Report 36398880.\n" + b"\0" * 64)
+    return detect(path, 2, "nsys export --type sqlite")
+
+
+@case("sources")
+def manifest_listing_a_trace_outside(tmp: Path) -> Scenario:
+    run = tmp / "run"
+    (run / "traces").mkdir(parents=True)
+    shutil.copyfile(SINGLE_FILE, run / "traces" / "a.sqlite")
+    manifest = {"format": "traceql-run/1", "status": "complete", "files": {"traces": ["../../etc/passwd"]}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return Scenario(["detect", run], 2, "lists a trace outside the run folder", None, [run / "manifest.json"])

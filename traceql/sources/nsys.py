@@ -209,9 +209,9 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
                         shutil.copyfile(f.path, copy)
                         notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
                                      "so that nothing is created beside it")
-                    attached.append(attach(model.con, f.path, f"src{i}", read_from=copy))
+                    attached.append(attach(model.con, f.path, f"src{i}", read_from=copy, scratch=Path(scratch)))
                     kernels[attached[-1].alias], said = read_kernels(model.con, attached[-1])
-                    notes += said + [n for n in [name_rank_note(f.path)] if n]
+                    notes += attached[-1].notes + said + [n for n in [name_rank_note(f.path)] if n]
                 _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run), kernels)
             finally:
                 for f in attached:

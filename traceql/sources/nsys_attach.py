@@ -11,6 +11,7 @@ import duckdb
 
 from traceql.errors import InputError, SchemaError
 from traceql.model.engine import interrupted, sql_literal
+from traceql.sources.nsys_text import clean_copy, readable
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # schema 3.x, schema 2.x
@@ -30,6 +31,7 @@ class NsysFile:
     schema_version: str | None
     session_start_ns: int | None
     pids: list[int]
+    notes: list[str]
 
 
 # what SQLite says of a file whose pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_TOOBIG ...)
@@ -71,18 +73,25 @@ def fail(path: Path, exc: BaseException) -> BaseException:
     return InputError(f"cannot read this SQLite database ({msg}); is the file complete?", path=str(path))
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None) -> NsysFile:
-    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
-    needs; errors name ``path``."""
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, source: Path) -> set[str]:
+    """ATTACH ``source`` read-only as ``alias``; its table names (errors name ``path``)."""
     try:
-        con.execute(f"ATTACH {sql_literal(str(read_from or path))} AS {alias} (TYPE SQLITE, READ_ONLY)")
-        tables = {  # from SQLite's own catalog: DuckDB's would read every attached table's columns
+        con.execute(f"ATTACH {sql_literal(str(source))} AS {alias} (TYPE SQLITE, READ_ONLY)")
+        return {  # from SQLite's own catalog: DuckDB's would read every attached table's columns
             r[0] for r in con.execute(
-                "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(read_from or path)]
+                "SELECT name FROM sqlite_scan(?, 'sqlite_master') WHERE type = 'table'", [str(source)]
             ).fetchall()
         }
     except READ_ERRORS as exc:
         raise fail(path, exc) from exc
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None,
+           scratch: Path | None = None) -> NsysFile:
+    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
+    needs; errors name ``path``. Where a text column the model reads holds bytes that are not UTF-8, the
+    export is read from a copy in ``scratch`` with those values decoded (``nsys_text``), said in its notes."""
+    tables = _attach(con, path, alias, read_from or path)
     meta = next((t for t in META_TABLES if t in tables), None)
     if meta is None and "StringIds" not in tables:
         raise InputError(
@@ -94,6 +103,18 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
             f"no {KERNEL_TABLE} table: the capture recorded no CUDA kernels (was it run with `-t cuda`?)",
             path=str(path),
         )
+    notes = []
+    try:
+        utf8 = readable(con, alias, tables)
+    except READ_ERRORS as exc:
+        raise fail(path, exc) from exc
+    if not utf8 and scratch is not None:
+        con.execute(f"DETACH {alias}")
+        copy = scratch / f"{alias}-utf8-{path.name}"
+        changed = clean_copy(read_from or path, copy, tables)
+        _attach(con, path, alias, copy)
+        notes.append(f"warning: {path}: {changed:,} text values (names, NVTX ranges) hold bytes that are not UTF-8: "
+                     "read from a temporary copy, those bytes shown as U+FFFD")
     try:
         info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
         start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
@@ -101,5 +122,4 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
     except READ_ERRORS as exc:
         raise fail(path, exc) from exc
     return NsysFile(path, alias, tables, info.get("EXPORT_PRODUCT_VERSION"), info.get("EXPORT_SCHEMA_VERSION"),
-                    start, [])
-
+                    start, [], notes)
