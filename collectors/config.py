@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from traceql.collectors.errors import CollectError
+from traceql.collectors.fields import Field, check, integer, number, shown
 
 FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
-LOCAL_KEYS: dict[str, tuple[type, ...]] = {"world_size": (int,), "cap_size": (int, float), "epochs": (int,),
-                                           "batchsize": (int,)}
+LOCAL_KEYS: dict[str, Field] = {"world_size": integer(1), "cap_size": number(0, above=True), "epochs": integer(1),
+                                "batchsize": integer(1)}
 # optional: one rank sleeps at the start of chosen window steps (``step_<i>``), making it the straggler the
 # others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
 # optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of
 # batchsize each, DDP's all-reduce on the last only (what `traceql solve` chooses; 1 and 1 by default)
 OPTIONAL_LOCAL_KEYS = ("straggler", "accumulation_steps", "virtual_workers")
+MICRO_BATCHES = {"accumulation_steps": integer(1), "virtual_workers": integer(1)}
 GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
 
 
@@ -69,21 +71,10 @@ def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
     if unknown:
         raise CollectError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
                            f"allowed: {', '.join((*LOCAL_KEYS, *OPTIONAL_LOCAL_KEYS))}")
-    for key, types in LOCAL_KEYS.items():
-        if key not in config:
-            raise CollectError(f"{where}: missing key {key!r}")
-        value = config[key]
-        if isinstance(value, bool) or not isinstance(value, types):
-            kind = " or ".join(t.__name__ for t in types)
-            raise CollectError(f"{where}: {key} must be {kind}, got {json.dumps(value)}")
-        if value <= 0:
-            raise CollectError(f"{where}: {key} must be positive, got {value}")
+    check(config, LOCAL_KEYS, where)
     if "straggler" in config:
         check_straggler(config["straggler"], config["world_size"], where)
-    for key in ("accumulation_steps", "virtual_workers"):
-        value = config.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CollectError(f"{where}: {key} must be a positive int, got {json.dumps(value)}")
+    check(config, MICRO_BATCHES, where, optional=True)
     return config
 
 
@@ -99,8 +90,8 @@ def check_straggler(value: Any, world: int, where: str) -> None:
     if not isinstance(steps, list) or not steps or not all(
             isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in steps):
         raise CollectError(f"{where}: straggler steps must be a list of step numbers, got {json.dumps(steps)}")
-    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms <= 0:
-        raise CollectError(f"{where}: straggler sleep_ms must be a positive number, got {json.dumps(ms)}")
+    if not number(0, above=True).test(ms):
+        raise CollectError(f"{where}: straggler sleep_ms must be a finite number of ms above 0, got {shown(ms)}")
 
 
 def load_input(folder: str | Path, overrides: dict[str, Any] | None = None) -> InputSpec:

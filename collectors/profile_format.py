@@ -24,69 +24,14 @@ A profile folder holds JSON files ``<kind>-<gpu slug>.json``, each an object wit
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from traceql.collectors.errors import CollectError
+from traceql.collectors.fields import check, integer, list_of, number, obj, of_type, shown
 
 FORMAT = "traceql-profile/1"
 KINDS = ("memory", "compute", "buckets")
-
-
-@dataclass(frozen=True)
-class Field:
-    """What a key must hold: ``what`` says it in an error message, ``test`` checks a value; ``each`` checks the
-    items of a list one by one, ``keys`` the keys of an object."""
-
-    what: str
-    test: Callable[[Any], bool]
-    each: Field | None = None
-    keys: dict[str, Field] | None = None
-
-
-def _finite(value: Any) -> bool:
-    """A JSON number (not a boolean) that is a finite float: no NaN, no infinity, no integer beyond a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
-def number(least: float = 0, *, above: bool = False, null: bool = False) -> Field:
-    """A finite number of at least ``least`` (above it with ``above``); ``null`` allows null."""
-    what = f"a finite number {'above' if above else 'of at least'} {least:g}" + (" or null" if null else "")
-    return Field(what, lambda v: (null and v is None) or (_finite(v) and (v > least if above else v >= least)))
-
-
-def integer(least: int = 0, *, null: bool = False) -> Field:
-    """An integer (not a boolean) of at least ``least``; ``null`` allows null."""
-    what = f"an integer of at least {least}" + (" or null" if null else "")
-    return Field(what, lambda v: (null and v is None) or (isinstance(v, int) and not isinstance(v, bool)
-                                                         and v >= least))
-
-
-def of_type(what: str, *types: type, null: bool = False) -> Field:
-    """A value of ``types`` (a boolean only where ``bool`` is one of them); ``null`` allows null."""
-    return Field(what + (" or null" if null else ""),
-                 lambda v: (null and v is None) or (isinstance(v, types) and not (isinstance(v, bool)
-                                                                                  and bool not in types)))
-
-
-def list_of(item: Field) -> Field:
-    """A list whose every item is ``item``."""
-    return Field(f"a list, each item {item.what}", lambda v: isinstance(v, list), each=item)
-
-
-def obj(keys: dict[str, Field], *, null: bool = False) -> Field:
-    """An object with ``keys``; ``null`` allows null."""
-    return Field("an object" + (" or null" if null else ""), lambda v: (null and v is None) or isinstance(v, dict),
-                 keys=keys)
 
 
 MS = number(0)  # a time in ms
@@ -122,36 +67,12 @@ def file_name(kind: str, gpu: str) -> str:
     return f"{kind}-{slug(gpu)}.json"
 
 
-def shown(value: Any, width: int = 40) -> str:
-    """A value as JSON writes it (``NaN``, ``Infinity``, ``"text"``, ``true``), cut to ``width`` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def _check(obj: dict[str, Any], spec: dict[str, Field], where: str) -> None:
-    for key, field in spec.items():
-        if key not in obj:
-            raise CollectError(f"{where}: missing key {key!r}")
-        value = obj[key]
-        if not field.test(value):
-            raise CollectError(f"{where}: {key} must be {field.what}, got {shown(value)}")
-        if field.each is not None:
-            for i, item in enumerate(value):
-                if not field.each.test(item):
-                    raise CollectError(f"{where}: {key}[{i}] must be {field.each.what}, got {shown(item)}")
-        if field.keys is not None and value is not None:
-            _check(value, field.keys, f"{where}: {key}")
-
-
 def _check_rows(kind: str, rows: list[Any], where: str) -> None:
     first: dict[Any, int] = {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise CollectError(f"{where}: entry {i} is not an object, got {shown(row)}")
-        _check(row, _ROWS[kind], f"{where}: entry {i}")
+        check(row, _ROWS[kind], f"{where}: entry {i}")
         if kind == "compute" and row["forward_ms"] + row["backward_ms"] + row["optimizer_ms"] <= 0:
             raise CollectError(f"{where}: entry {i}: a step of 0 ms (forward_ms + backward_ms + optimizer_ms "
                                "must be above 0)")
@@ -174,7 +95,7 @@ def validate(data: Any, where: str) -> dict[str, Any]:
                            f"{shown(data.get('format'))})")
     if data.get("kind") not in KINDS:
         raise CollectError(f"{where}: unknown profile kind {shown(data.get('kind'))} (one of {', '.join(KINDS)})")
-    _check(data, {"model": TEXT, "gpu": TEXT, **_REQUIRED[data["kind"]]}, where)
+    check(data, {"model": TEXT, "gpu": TEXT, **_REQUIRED[data["kind"]]}, where)
     _check_rows(data["kind"], data["batches"] if data["kind"] != "buckets" else data["caps"], where)
     return data
 

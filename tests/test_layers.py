@@ -17,7 +17,7 @@ PACKAGES = ("traceql", "analyzers", "collectors")  # the repository's folders; i
 LEAVES = ("traceql.analyzers", "traceql.collectors")
 # traceql's layers, lowest first; a module may import its own layer and those below it
 LAYERS = [
-    ("traceql.errors",),
+    ("traceql.errors", "traceql.jsonfile"),
     ("traceql.model",),
     ("traceql.sources", "traceql.trace", "traceql.export", "traceql.collecting", "traceql.parallel",
      "traceql.tuning"),

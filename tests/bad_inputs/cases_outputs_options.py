@@ -112,12 +112,12 @@ def sweep(tmp: Path, spec: str, phrase: str) -> Scenario:
 
 @case("sweep")
 def steps_not_a_number(tmp: Path) -> Scenario:
-    return sweep(tmp, '{"inputs": ["../gpt2"], "steps": "many"}', 'steps: "many" is not a whole number')
+    return sweep(tmp, '{"inputs": ["../gpt2"], "steps": "many"}', 'steps must be an integer of at least 1, got "many"')
 
 
 @case("sweep")
 def inputs_not_a_list(tmp: Path) -> Scenario:
-    return sweep(tmp, '{"inputs": "../gpt2"}', "inputs: a list of input folders")
+    return sweep(tmp, '{"inputs": "../gpt2"}', "inputs must be a list of at least 1 item")
 
 
 @case("sweep")
@@ -127,4 +127,4 @@ def sweep_not_json(tmp: Path) -> Scenario:
 
 @case("sweep")
 def grid_of_unknown_keys(tmp: Path) -> Scenario:
-    return sweep(tmp, '{"inputs": ["../gpt2"], "grid": {"lr": [1]}}', "grid: keys must be among")
+    return sweep(tmp, '{"inputs": ["../gpt2"], "grid": {"lr": [1]}}', "grid: unknown key(s) lr; keys must be among")

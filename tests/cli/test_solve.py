@@ -93,7 +93,7 @@ def test_an_unreachable_global_batch(invoke, folder: Path, mixed: Path) -> None:
 
 
 @pytest.mark.parametrize("text,phrase", [
-    ("{not json", "not JSON"),
+    ("{not json", "invalid JSON"),
     ('{"node": []}', "not a cluster file"),
     ('{"nodes": []}', "no nodes"),
     ('{"nodes": [3]}', "node 0 is not an object"),
@@ -136,7 +136,8 @@ def test_bad_profile_folders(invoke, folder: Path, mixed: Path, tmp_path: Path) 
     err = one_line_error(invoke("solve", folder, "-n", 8, "--cluster", mixed))
     assert f"{folder / 'copy.json'}: entry 0: missing key 'forward_ms'" in err
     (folder / "copy.json").write_text("[1, 2")
-    assert f"{folder / 'copy.json'}: not JSON" in one_line_error(invoke("solve", folder, "-n", 8, "--cluster", mixed))
+    err = one_line_error(invoke("solve", folder, "-n", 8, "--cluster", mixed))
+    assert f"{folder / 'copy.json'}: invalid JSON" in err
 
 
 def test_the_example_cluster_files() -> None:

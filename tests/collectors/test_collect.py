@@ -146,7 +146,7 @@ BAD = [
     ("arity", dict(model=TINY_MODEL.replace("def get_dataloader(rank: int, batchsize: int)",
                                             "def get_dataloader(rank: int)")), "get_dataloader() takes 1"),
     ("unknown_key", dict(local={**TINY_LOCAL, "lr": 0.1}), "unknown key(s) lr"),
-    ("wrong_type", dict(local={**TINY_LOCAL, "epochs": "two"}), 'epochs must be int, got "two"'),
+    ("wrong_type", dict(local={**TINY_LOCAL, "epochs": "two"}), 'epochs must be an integer of at least 1, got "two"'),
     ("missing_key", dict(local={k: v for k, v in TINY_LOCAL.items() if k != "batchsize"}), "missing key 'batchsize'"),
     ("straggler_rank", dict(local={**TINY_LOCAL, "straggler": {"rank": 2, "steps": [2], "sleep_ms": 5}}),
      "straggler rank must be a rank of the run (0..1), got 2"),

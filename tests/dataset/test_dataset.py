@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,7 +89,9 @@ def test_a_killed_build_resumes_to_the_same_dataset(tmp_path: Path) -> None:
 
 def test_bad_dataset_inputs(invoke, tmp_path: Path) -> None:
     result = invoke("dataset", "add", tmp_path / "ds", tmp_path / "missing.sqlite")
-    assert result.exit_code == 1 and "failed" in result.stdout and "no such file" in result.stdout
+    assert result.exit_code == 1 and "1 failed" in result.stdout
+    assert result.stderr == f"error: {tmp_path / 'missing.sqlite'}: no such file or directory\n"
+    assert not (tmp_path / "ds").exists()  # nothing added to a new folder: none left behind
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "dataset.json").write_text('{"format": "something-else"}')
     result = invoke("dataset", "summary", tmp_path / "other")
@@ -96,7 +99,7 @@ def test_bad_dataset_inputs(invoke, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep.json"
     sweep.write_text(json.dumps({"inputs": ["x"], "grid": {"lr": [1, 2]}}))
     result = invoke("dataset", "build", sweep, "--out", tmp_path / "ds2")
-    assert result.exit_code == 2 and "grid: keys must be among" in result.stderr
+    assert result.exit_code == 2 and "grid: unknown key(s) lr; keys must be among" in result.stderr
 
 
 def test_sweep_on_cpu_collects_labels_resumes_and_survives_a_failure(invoke, tmp_path: Path) -> None:
@@ -119,12 +122,38 @@ def test_sweep_on_cpu_collects_labels_resumes_and_survives_a_failure(invoke, tmp
     meta = json.loads((root / "dataset.json").read_text())["entries"]
     assert sorted(meta) == runs[:2] and all(e["world_size"] == 2 for e in meta.values())
     assert "2 skipped" in invoke("dataset", "build", sweep, "--out", root).stdout
-    sweep.write_text(json.dumps({"inputs": [str(tiny)], "grid": {"cap_size": [1, -3], "epochs": [1]},
+    broken = Path(shutil.copytree(tiny, tmp_path / "broken" / "tiny"))  # its model fails at cap 3, in the run
+    code = (broken / "define_model.py").read_text()
+    (broken / "define_model.py").write_text(code.replace(
+        "    torch.manual_seed(0)\n", "    torch.manual_seed(0)\n    if cap_size == 3:\n"
+        "        raise RuntimeError('no model at cap 3')\n", 1))
+    sweep.write_text(json.dumps({"inputs": [str(broken)], "grid": {"cap_size": [1, 3], "epochs": [1]},
                                  "profiler": "torch", "timeout": 120, "device": "cpu"}))
     third = invoke("dataset", "build", sweep, "--out", root)
     assert third.exit_code == 1
     assert "1 skipped, 1 failed" in third.stdout
-    assert "cap_size must be positive" in " ".join(third.stdout.split()).replace("│ ", "").replace(" │", "")
+    assert third.stderr.startswith("error: tiny-cap_size3_epochs1: ") and "no model at cap 3" in third.stderr
+    sweep.write_text(json.dumps({"inputs": [str(tiny)], "grid": {"cap_size": [1, -3]}}))
+    fourth = invoke("dataset", "build", sweep, "--out", root)  # refused whole, before anything runs
+    assert fourth.exit_code == 2 and "grid: cap_size[1] must be a finite number above 0, got -3" in fourth.stderr
+
+
+def test_entries_labelled_every_way_share_one_schema(invoke, tmp_path: Path) -> None:
+    """A trace with no communication, a paired run, an in-run collection and a Kineto run: each labelled its own
+    way, and the README's glob over data/ still reads them as one table, with the rows dataset.json records."""
+    root = tmp_path / "ds"
+    single_file = next((SINGLE_TRACE / "traces").glob("*.sqlite"))
+    first = invoke("dataset", "add", root, single_file, INRUN_TRACE, RUNS / "gpt2-torch")
+    second = invoke("dataset", "add", root, DDP_TRACE, "--baseline", SINGLE_TRACE)
+    assert first.exit_code == second.exit_code == 0, first.stderr + second.stderr
+    meta = json.loads((root / "dataset.json").read_text())["entries"]
+    assert sorted(e["label_mode"] for e in meta.values()) == ["baseline", "detector", "detector", "inrun"]
+    files = sorted((root / "data").rglob("*.parquet"))
+    schemas = {f.name: pl.read_parquet_schema(f) for f in files}
+    assert len(files) == 4 and all(s == schemas[files[0].name] for s in schemas.values()), schemas
+    everything = pl.scan_parquet(str(root / "data" / "**" / "*.parquet")).collect()
+    assert everything.height == sum(e["rows"] for e in meta.values())
+    assert everything.filter(pl.col("baseline").is_null())["world_size"].null_count() > 0  # the lone trace
 
 
 def test_an_in_run_collection_labels_itself(invoke, tmp_path: Path) -> None:

@@ -129,10 +129,15 @@ HtaCompatOption = Annotated[bool, typer.Option(
     "--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")]
 
 
-def fail(message: str, code: int) -> typer.Exit:
-    """Write ``error: message`` on stderr; the exit to raise."""
+def told(message: str) -> None:
+    """Write ``error: message`` on stderr, on one line whatever it holds."""
     sys.stderr.write(f"error: {printable(message, one_line=True)}\n")
     _settings["told"] = True
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Write ``error: message`` on stderr; the exit to raise."""
+    told(message)
     return typer.Exit(code)
 
 

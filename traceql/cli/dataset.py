@@ -20,6 +20,7 @@ from traceql.cli.common import (
     num_ms,
     progress_bar,
     table,
+    told,
 )
 
 app = typer.Typer(help="Slowdown datasets: label runs and traces into one parquet dataset.", no_args_is_help=True,
@@ -27,18 +28,19 @@ app = typer.Typer(help="Slowdown datasets: label runs and traces into one parque
 
 
 def _finish(outcomes: list[Any]) -> None:
-    """The closing table of `dataset add` / `dataset build`; exit 1 when an entry failed."""
+    """The closing table of `dataset add` / `dataset build` on stdout, one ``error:`` line on stderr for each
+    entry that failed (naming it), and exit 1 when one did."""
     done = table("Dataset", ("entry", "status", "rows", "cases", "lost ms", "note"), left={"status"},
                  wrap={"entry", "note"})
     failed = [o for o in outcomes if o.status == "failed"]
     for o in outcomes:
         done.add_row(escape(o.name), o.status, f"{o.rows:,}", f"{o.cases:,}", num_ms(o.time_lost_ns),
-                     "the error is below" if o in failed else escape(o.message))
+                     "the error is on stderr" if o in failed else escape(o.message))
     console.print(done)
-    for o in failed:  # whole, on one line each: an error message is not to be folded into a cell
-        console.print(f"failed: {o.message}", soft_wrap=True, highlight=False, markup=False)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("added", "skipped", "collected", "failed")}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to do")
+    for o in failed:  # whole, on one line each: an error message is not to be folded into a cell
+        told(o.message if o.message.startswith(o.name) else f"{o.name}: {o.message}")
     if failed:
         raise typer.Exit(1)
 

@@ -38,9 +38,13 @@ def add(root: str | Path, paths: Sequence[str | Path], *, baselines: Sequence[st
     refuse_root_inside(root, [*paths, *baselines])
     ds = Dataset(root)
     ds.prepare()  # what interrupted writers left goes first
-    shared = Shared(BaselinePicker(baselines), ds.recorded())  # each baseline read once, here
-    sources = [Source(Path(p), model=model, config=config) for p in paths]
-    return [out for _, out in add_all(ds, sources, shared, workers=workers, scheduler=scheduler, progress=progress)]
+    try:
+        shared = Shared(BaselinePicker(baselines), ds.recorded())  # each baseline read once, here
+        sources = [Source(Path(p), model=model, config=config) for p in paths]
+        return [out for _, out in add_all(ds, sources, shared, workers=workers, scheduler=scheduler,
+                                          progress=progress)]
+    finally:
+        ds.discard_if_unused()  # nothing added to a new folder: no folder left behind
 
 
 def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = False, workers: int = 1,

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceql.collectors import manifest
+from traceql.collectors.fields import Field, integer, number, of_type, shown
 from traceql.collectors.files import atomic_path, write_json
-from traceql.collectors.profile_format import FORMAT, Field, file_name, integer, number, of_type, profile, shown
+from traceql.collectors.profile_format import FORMAT, file_name, profile
 from traceql.collectors.profiling import run_profile
 from traceql.errors import InputError, OptionError
+from traceql.jsonfile import load_json
 from traceql.sources.outputs import check_folder_output
-from traceql.tuning.profiles import load_json, read_profile
+from traceql.tuning.profiles import read_profile
 
 if TYPE_CHECKING:
     import polars as pl

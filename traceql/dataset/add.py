@@ -20,6 +20,7 @@ from traceql.dataset.store import Dataset
 from traceql.errors import OptionError, TraceqlError
 from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
 from traceql.labelling.label import label
+from traceql.model import schema
 from traceql.parallel import Progress, disk_bytes, iter_tasks
 from traceql.sources import inputs, runfolder
 
@@ -139,12 +140,12 @@ def label_one(source: Source, shared: Shared) -> Labelled:
     if entry in shared.known:
         return Labelled(entry, name, cfg, None, {}, Outcome(entry, "skipped", message="already in the dataset"))
     result = label(timeline, baseline=baseline, metrics=source.metrics)
-    rows = result.kernels.with_columns(
+    rows = schema.conform(result.kernels.with_columns(
         pl.lit(entry).alias("entry_id"), pl.lit(name).alias("model"), pl.lit(cfg).alias("config"),
         *(pl.lit(info.get(k)).alias(k) for k in (*RUN_KEYS, "profiler")),
         pl.lit(str(path)).alias("source"),
         pl.lit(str(baseline_path) if baseline_path else None, pl.String).alias("baseline"),
-    )
+    ), schema.DATASET)  # one schema for every entry, whatever labelled it
     totals = result.to_dict()["totals"]
     info = {**info, "inputs": [str(f) for f in files], "baseline": str(baseline_path) if baseline_path else None,
             "baseline_match_rate": round(rate, 4) if baseline_path else None, "label_mode": result.mode,

@@ -21,14 +21,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from traceql.collectors.errors import CollectError
+from traceql.collectors.fields import Field, integer, list_of, number, obj, of_type, one_of
+from traceql.collectors.fields import check as check_fields
+from traceql.collectors.launch import DEVICES
 from traceql.dataset.entries import Outcome, remove_tree
 from traceql.dataset.store import Dataset
 from traceql.errors import CollectFailed, InputError, TraceqlError
+from traceql.jsonfile import load_json
 from traceql.parallel import Progress, check
 
-SWEEP_KEYS = {"inputs", "grid", "profiler", "metrics", "steps", "timeout", "device"}
-GRID_KEYS = {"world_size", "cap_size", "epochs", "batchsize"}
+GRID = {"world_size": integer(1), "cap_size": number(0, above=True), "epochs": integer(1), "batchsize": integer(1)}
 NOT_SHAPE = {"world_size", "cap_size"}  # keys an isolated run does not depend on
+PROFILERS = ("nsys", "torch")  # the timeline profilers a sweep's labels come from
+SWEEP = {"inputs": list_of(Field("a folder name", lambda v: isinstance(v, str) and bool(v.strip())
+                                 and "\x00" not in v), least=1),
+         "grid": obj({k: list_of(f, least=1) for k, f in GRID.items()}, partial=True),
+         "profiler": one_of(*PROFILERS), "metrics": of_type("true or false", bool), "steps": integer(1),
+         "timeout": number(0, above=True, null=True), "device": one_of(*DEVICES)}
 
 
 @dataclass
@@ -43,41 +53,56 @@ class Sweep:
     configs: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    path = Path(path)
-    try:
-        spec = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg} at line {exc.lineno})", path=str(path)) from None
+def _spec(path: Path) -> dict[str, Any]:
+    """The sweep file's object, every key checked (:data:`SWEEP`); InputError naming the file and the key."""
+    spec = load_json(path)
     if not isinstance(spec, dict) or "inputs" not in spec:
         raise InputError('a sweep is a JSON object with "inputs" (and "grid", "profiler", ...)', path=str(path))
-    unknown = set(spec) - SWEEP_KEYS
-    if unknown:
-        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(SWEEP_KEYS))}",
-                         path=str(path))
+    if unknown := sorted(set(spec) - set(SWEEP)):
+        raise InputError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(SWEEP))}", path=str(path))
     grid = spec.get("grid", {})
-    bad = set(grid) - GRID_KEYS
-    if bad or not all(isinstance(v, list) and v for v in grid.values()):
-        raise InputError(f"grid: keys must be among {', '.join(sorted(GRID_KEYS))}, each with a non-empty list",
-                         path=str(path))
-    if spec.get("profiler", "nsys") not in ("nsys", "torch"):
-        raise InputError("profiler: nsys or torch (the timeline the labels come from)", path=str(path))
-    if not isinstance(spec["inputs"], list) or not all(isinstance(p, str) for p in spec["inputs"]):
-        raise InputError('inputs: a list of input folders ("../gpt2")', path=str(path))
-    for key, kind, what in (("steps", int, "a whole number of steps"), ("timeout", (int, float), "seconds"),
-                            ("metrics", bool, "true or false"), ("device", str, "auto, cuda or cpu")):
-        value = spec.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
-            raise InputError(f"{key}: {json.dumps(value)} is not {what}", path=str(path))
-    sweep = Sweep([(path.parent / p).resolve() for p in spec["inputs"]], grid,
+    if isinstance(grid, dict) and (bad := sorted(set(grid) - set(GRID))):
+        raise InputError(f"grid: unknown key(s) {', '.join(bad)}; keys must be among {', '.join(sorted(GRID))}, "
+                         "each with a non-empty list", path=str(path))
+    try:
+        check_fields(spec, SWEEP, str(path), optional=True)
+    except CollectError as exc:
+        raise InputError(str(exc)) from None
+    return spec
+
+
+def _input(folder: Path, sweep_path: Path) -> Path:
+    """An input folder of the sweep, checked now (its model and local_config): no configuration is collected
+    from a sweep that names a folder it cannot run."""
+    from traceql.collectors.config import load_input
+
+    try:
+        load_input(folder)
+    except CollectError as exc:
+        raise InputError(f"inputs: {exc}", path=str(sweep_path)) from None
+    return folder
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """A sweep file, checked whole before anything runs: its keys, their types and ranges, its input folders
+    and every configuration of its grid (each input's local_config with the grid's values)."""
+    from traceql.collectors.config import load_input
+
+    path = Path(path)
+    spec = _spec(path)
+    grid = spec.get("grid", {})
+    sweep = Sweep([_input((path.parent / p).resolve(), path) for p in spec["inputs"]], grid,
                   spec.get("profiler", "nsys"), bool(spec.get("metrics", False)), int(spec.get("steps", 5)),
                   spec.get("timeout", 1800), spec.get("device", "auto"))
     keys = sorted(grid)
     for folder in sweep.inputs:
         for values in itertools.product(*(grid[k] for k in keys)):
-            sweep.configs.append((folder, dict(zip(keys, values, strict=True))))
+            overrides = dict(zip(keys, values, strict=True))
+            try:
+                load_input(folder, overrides)
+            except CollectError as exc:
+                raise InputError(f"grid {json.dumps(overrides)}: {exc}", path=str(path)) from None
+            sweep.configs.append((folder, overrides))
     return sweep
 
 
@@ -172,14 +197,17 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
             where[name] = i
             yield source
 
-    if collect_only:
-        list(collected())
-    else:
-        from traceql.dataset.add import BaselinePicker, Shared, add_all
+    try:
+        if collect_only:
+            list(collected())
+        else:
+            from traceql.dataset.add import BaselinePicker, Shared, add_all
 
-        shared = Shared(BaselinePicker([]), set())  # each configuration brings its own isolated run
-        for source, outcome in add_all(ds, collected(), shared, workers=workers, scheduler=scheduler,
-                                       progress=step.labelled):
-            outcomes[where[source.name]] = outcome
+            shared = Shared(BaselinePicker([]), set())  # each configuration brings its own isolated run
+            for source, outcome in add_all(ds, collected(), shared, workers=workers, scheduler=scheduler,
+                                           progress=step.labelled):
+                outcomes[where[source.name]] = outcome
+    finally:
+        ds.discard_if_unused()  # nothing collected nor added into a new folder: no folder left behind
     step("done")
     return [outcomes[i] for i in range(len(sweep.configs))]

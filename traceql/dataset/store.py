@@ -36,13 +36,13 @@ from filelock import FileLock, Timeout
 
 from traceql.collectors.files import TEMP_GLOB
 from traceql.dataset import faults
+from traceql.dataset.meta import FORMAT, parse
 from traceql.errors import InputError, TraceqlError
 from traceql.export.files import atomic_write
 
 if TYPE_CHECKING:  # polars loads for labelling, not for collecting
     import polars as pl
 
-FORMAT = "traceql-dataset/1"
 LOCK_TIMEOUT_S = 600.0  # the lock is held for a rename and a rewrite of dataset.json: minutes mean a hung writer
 SHOWN = 5  # missing files named in one error line
 
@@ -56,11 +56,6 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _json_kind(value: Any) -> str:
-    kinds = {list: "list", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
-    return kinds.get(type(value), type(value).__name__)
-
-
 class Dataset:
     """A dataset folder; created on first write."""
 
@@ -70,47 +65,33 @@ class Dataset:
         self.lock_path = self.root / ".dataset.lock"
         self.staging = self.root / ".staging"
         self._cleaned = False  # a writer cleans up once, before its first change
+        self.made = False  # whether this writer made the folder
 
     # reading
 
     def _not_a_file(self) -> None:
         if self.root.exists() and not self.root.is_dir():
             raise InputError("is a file, not a dataset folder", path=str(self.root))
-
-    def _parse(self) -> dict[str, Any]:
-        where = str(self.meta_path)
-        try:
-            meta = json.loads(self.meta_path.read_bytes())
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror or exc}", path=where) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-            raise InputError(f"dataset.json is not valid JSON ({why})", path=where) from None
-        if not isinstance(meta, dict):
-            raise InputError(f"not a traceql dataset (it holds a JSON {_json_kind(meta)}, not an object)", path=where)
-        if meta.get("format") != FORMAT:
-            raise InputError(f"not a traceql dataset (format {meta.get('format')!r})", path=where)
-        entries = meta.get("entries")
-        if not isinstance(entries, dict):
-            raise InputError('not a traceql dataset (no "entries" object)', path=where)
-        for key, entry in entries.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-                raise InputError(f'entry {key!r} has no "file"', path=where)
-        return meta
+        for folder in (self.root / "data", self.staging):
+            if folder.exists() and not folder.is_dir():
+                raise InputError(f"{folder.name} is a file where the dataset keeps a folder: not a traceql dataset "
+                                 "folder, or damaged", path=str(self.root))
 
     def read(self) -> dict[str, Any]:
         """dataset.json of an existing dataset; InputError (one line) for anything else."""
         self._not_a_file()
+        if self.meta_path.is_dir():
+            raise InputError("is a folder, not the dataset's JSON file", path=str(self.meta_path))
         if not self.meta_path.is_file():
             raise InputError("no such dataset (no dataset.json here)", path=str(self.root))
-        return self._parse()
+        return parse(self.meta_path)
 
     def load(self) -> dict[str, Any]:
         """dataset.json as a writer sees it: a new, empty one where there is none yet."""
         self._not_a_file()
         if not self.meta_path.exists():
             return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "entries": {}}
-        return self._parse()
+        return parse(self.meta_path)
 
     def _file(self, entry: dict[str, Any]) -> Path:
         return self.root / entry["file"]
@@ -180,6 +161,9 @@ class Dataset:
         except Timeout:
             raise TraceqlError(f"another writer has held the dataset lock for {LOCK_TIMEOUT_S:.0f} s",
                                path=str(self.lock_path)) from None
+        except OSError as exc:  # the first file a writer makes: the folder may not be written
+            raise InputError(f"cannot write in the dataset folder ({exc.strerror or exc}): check its permissions, "
+                             "or choose another folder", path=str(self.root)) from None
         try:
             yield
         finally:
@@ -188,15 +172,28 @@ class Dataset:
     def _make(self) -> None:
         self._not_a_file()
         try:
+            self.made = self.made or not self.root.exists()
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"cannot create the dataset folder: {exc.strerror or exc}", path=str(self.root)) from None
 
     def prepare(self) -> None:
-        """Before a write: make the folder, and clear (under the lock) what interrupted writers left."""
+        """Before a write: check dataset.json (a damaged one is refused before anything is made), make the
+        folder, and clear (under the lock) what interrupted writers left."""
+        self.load()
         self._make()
         with self._locked():
             self._clean(self.load())
+
+    def discard_if_unused(self) -> None:
+        """Remove the folder this writer made when it holds nothing of value: no dataset.json, nothing but the
+        lock file and empty working folders (a command whose every entry failed leaves nothing behind)."""
+        if not self.made or self.meta_path.exists() or not self.root.is_dir():
+            return
+        ours = {self.lock_path.name, self.staging.name, "data"}
+        if any(p.name not in ours or (p.is_dir() and any(p.rglob("*"))) for p in self.root.iterdir()):
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def _clean(self, meta: dict[str, Any]) -> None:
         """Under the lock: remove temp files, abandoned staging folders and files under data/ not recorded."""
@@ -253,6 +250,14 @@ class Dataset:
         """Stage one entry's rows, then (under the lock) move them into data/ and record them. None when
         another writer recorded this entry meanwhile (the staged rows are dropped)."""
         path = self.partition(model, config) / f"{_safe(entry_id)}.parquet"
+        try:
+            return self._add(path, entry_id, model, config, rows, info)
+        except OSError as exc:  # a file where a folder must be (data/), a full disk
+            raise InputError(f"cannot write the entry {entry_id} ({exc.strerror or exc}: "
+                             f"{exc.filename or path})", path=str(self.root)) from None
+
+    def _add(self, path: Path, entry_id: str, model: str, config: str, rows: pl.DataFrame,
+             info: dict[str, Any]) -> Path | None:
         with self._writer() as folder:
             staged = folder / path.name
             atomic_write(staged, lambda fh: rows.write_parquet(fh))

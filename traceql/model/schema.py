@@ -71,6 +71,13 @@ CASES: dict[str, pl.DataType] = {
     "twin_key": STR, "twin_pos": I64,
     "slowdown_ratio": F64, "score": F64, "is_slowdown": BOOL, "label_source": STR,
 }
+# `dataset add`: every entry's rows in one schema, whatever labelled them (a glob of data/**/*.parquet reads
+# them as one table): the cases' columns (long names that repeat as Categorical), then the entry's provenance
+DATASET: dict[str, pl.DataType] = {
+    **{c: pl.Categorical if c in ("name", "short_name", "signature", "twin_key") else t for c, t in CASES.items()},
+    "entry_id": STR, "model": STR, "config": STR, "world_size": I32, "cap_size": F64, "batchsize": I32,
+    "epochs": I32, "profiler": STR, "source": STR, "baseline": STR,
+}
 # ... one row per rank (after run_id, rank) ...
 RANK_SUMMARY: dict[str, pl.DataType] = {
     "span_ns": I64, "busy_ns": I64, "idle_ns": I64, "compute_ns": I64, "comm_ns": I64, "memory_ns": I64,

@@ -3,8 +3,6 @@ cluster file; each fault is one :class:`InputError` naming the file."""
 
 from __future__ import annotations
 
-import json
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +10,10 @@ from typing import Any
 
 from traceql.analyzers.solver import Node
 from traceql.collectors.errors import CollectError
-from traceql.collectors.profile_format import file_name, shown, validate
+from traceql.collectors.fields import shown
+from traceql.collectors.profile_format import file_name, validate
 from traceql.errors import InputError
+from traceql.jsonfile import load_json
 
 NODE_KEYS = ("name", "gpu", "count")
 EXAMPLE = '{"nodes": [{"name": "node0", "gpu": "NVIDIA H200", "count": 2}]}'
@@ -47,37 +47,6 @@ class Profiles:
     def of_kind(self, kind: str) -> dict[str, dict[str, Any]]:
         """The profiles of one kind by GPU."""
         return {gpu: data for (k, gpu), data in sorted(self.data.items()) if k == kind}
-
-
-def load_json(path: str | Path) -> Any:
-    """The JSON value of a file; one :class:`InputError` naming it when it is missing, a link to nothing or in a
-    loop, a folder, a device or pipe, unreadable, empty, not UTF-8 text or not JSON. ``NaN`` and ``Infinity``
-    parse (as Python's json reads them): the profile check refuses them where a number is wanted."""
-    path = Path(path)
-    try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise InputError("is a folder, not a JSON file", path=str(path))
-        if not stat.S_ISREG(mode):
-            raise InputError("not a regular file (a device, pipe or socket), not a JSON file", path=str(path))
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        why = "a link to nothing" if path.is_symlink() else "no such file"
-        raise InputError(why, path=str(path)) from None
-    except UnicodeDecodeError:
-        raise InputError("not a text file (expected JSON)", path=str(path)) from None
-    except OSError as err:
-        raise InputError(f"cannot read it ({err.strerror or err})", path=str(path)) from None
-    if not text.strip():
-        raise InputError("empty file (expected JSON)", path=str(path))
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not JSON ({err.msg} at line {err.lineno})", path=str(path)) from None
-    except RecursionError:
-        raise InputError("not JSON traceql reads (nested too deeply)", path=str(path)) from None
-    except ValueError as err:  # an integer of more digits than Python converts
-        raise InputError(f"not JSON traceql reads ({err})", path=str(path)) from None
 
 
 def read_profile(path: str | Path) -> dict[str, Any]:
