@@ -16,8 +16,9 @@ from traceql.collectors.errors import CollectError
 from traceql.collectors.fields import Field, check, integer, number, shown
 
 FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
-LOCAL_KEYS: dict[str, Field] = {"world_size": integer(1), "cap_size": number(0, above=True), "epochs": integer(1),
-                                "batchsize": integer(1)}
+MAX_WORLD = 1 << 20  # ranks of one run: past the largest clusters, a typing mistake
+LOCAL_KEYS: dict[str, Field] = {"world_size": integer(1, most=MAX_WORLD), "cap_size": number(0, above=True),
+                                "epochs": integer(1), "batchsize": integer(1)}
 # optional: one rank sleeps at the start of chosen window steps (``step_<i>``), making it the straggler the
 # others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
 # optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of

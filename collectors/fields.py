@@ -46,11 +46,12 @@ def number(least: float = 0, *, above: bool = False, null: bool = False) -> Fiel
     return Field(what, lambda v: (null and v is None) or (finite(v) and (v > least if above else v >= least)))
 
 
-def integer(least: int = 0, *, null: bool = False) -> Field:
-    """An integer (not a boolean) of at least ``least``; ``null`` allows null."""
-    what = f"an integer of at least {least}" + (" or null" if null else "")
+def integer(least: int = 0, *, most: int | None = None, null: bool = False) -> Field:
+    """An integer (not a boolean) of at least ``least`` (and at most ``most``); ``null`` allows null."""
+    what = (f"an integer of at least {least}" + (f" and at most {most:,}" if most is not None else "")
+            + (" or null" if null else ""))
     return Field(what, lambda v: (null and v is None) or (isinstance(v, int) and not isinstance(v, bool)
-                                                         and v >= least))
+                                                         and v >= least and (most is None or v <= most)))
 
 
 def of_type(what: str, *types: type, null: bool = False) -> Field:

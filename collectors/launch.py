@@ -4,13 +4,11 @@ wait with a time limit, turn profiler output into traces, write manifest.json la
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,44 +17,13 @@ from traceql.collectors.config import InputSpec, load_input
 from traceql.collectors.envlaunch import TIMEOUT_GRACE_S, Interrupts, exit_codes_of, run_ranks, stop
 from traceql.collectors.errors import CollectError
 from traceql.collectors.files import write_json
+from traceql.collectors.launch_options import LaunchOptions
 from traceql.collectors.probe import check_cuda_version, probe_python
 from traceql.collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
 from traceql.collectors.session import rank_from_env
 
 # on a child's PYTHONPATH: a stub traceql package through which it imports the collectors alone (_child/)
 CHILD_PATH = str(Path(__file__).resolve().parent / "_child")
-
-
-LAUNCHERS = ("torchrun", "env")
-DEVICES = ("auto", "cuda", "cpu")
-
-
-@dataclass
-class LaunchOptions:
-    """How ranks are started: this node's share of ranks, torchrun's rendezvous, or ranks from mpirun/srun."""
-
-    launcher: str = "torchrun"  # or "env": this process is one rank (mpirun/srun started it)
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    rdzv_id: str = "traceql"
-    rdzv_backend: str = "c10d"
-    device: str = "auto"
-    timeout: float | None = None
-    profile_ranks: list[int] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.launcher not in LAUNCHERS:
-            raise CollectError(f"--launcher {self.launcher!r}: one of {', '.join(LAUNCHERS)}")
-        if self.device not in DEVICES:
-            raise CollectError(f"--device {self.device!r}: one of {', '.join(DEVICES)}")
-        if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
-                                         or not 0 < self.timeout < math.inf):
-            raise CollectError(f"--timeout must be a finite number of seconds above 0, got {self.timeout!r}")
-        if not 1 <= self.nnodes or not 0 <= self.node_rank < self.nnodes:
-            raise CollectError(f"--nnodes {self.nnodes}, --node-rank {self.node_rank}: at least 1 node, and a "
-                               "node rank from 0 to nnodes - 1")
 
 
 def _check_out(spec: InputSpec, out: Path | None) -> None:
@@ -91,6 +58,9 @@ def _check_options(opts: ProfilerOptions, lopts: LaunchOptions, world: int) -> t
         raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
     if lopts.nnodes > 1 and not lopts.rdzv_endpoint and lopts.launcher == "torchrun":
         raise CollectError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if opts.name in ("nsys", "ncu") and lopts.device == "cpu":
+        raise CollectError(f"--profiler {opts.name} records NVIDIA GPU work, and --device cpu runs none (use "
+                           "--profiler torch or none on CPU)")
     profile_ranks = sorted(set(lopts.profile_ranks if lopts.profile_ranks is not None else range(world)))
     if any(r < 0 or r >= world for r in profile_ranks):
         raise CollectError(f"--ranks {profile_ranks} outside 0..{world - 1} (world_size {world})")
@@ -204,6 +174,10 @@ def _collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None, 
     if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
         raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible",
                            stage="environment")
+    cpu_ranks = max(8, 4 * (os.cpu_count() or 1))  # gloo ranks one node runs: past it, it would only thrash
+    if device == "cpu" and lopts.launcher == "torchrun" and world // lopts.nnodes > cpu_ranks:
+        raise CollectError(f"world_size {world} starts {world // lopts.nnodes} CPU ranks on this node; it runs at "
+                           f"most {cpu_ranks} (4 a core)", stage="environment")
     version = tool_version(binary) if binary else None
     run = _run_dir(spec, opts, out, shared=lopts.launcher == "env")
     lopts.device = device

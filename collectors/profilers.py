@@ -43,6 +43,13 @@ class ProfilerOptions:
             raise CollectError(f"--steps must be at least 1, got {self.steps}")
         if self.isolated_steps is not None and self.isolated_steps < 0:
             raise CollectError(f"--isolated-steps must be 0 or more, got {self.isolated_steps}")
+        for option, value, least in (("--torch-wait", self.torch_wait, 0), ("--torch-warmup", self.torch_warmup, 0),
+                                     ("--torch-active", self.torch_active, 1), ("--torch-repeat", self.torch_repeat, 0),
+                                     ("--torch-skip-first", self.torch_skip_first, 0),
+                                     ("--ncu-launch-skip", self.ncu_launch_skip, 0),
+                                     ("--ncu-launch-count", self.ncu_launch_count, 1)):
+            if value < least:
+                raise CollectError(f"{option} must be {least} or more, got {value}")
 
     def isolated_for(self, world_size: int) -> int:
         """Isolated steps to run: as asked, else ISOLATED_DEFAULT when a timeline profiler records several

@@ -47,6 +47,7 @@ def _run_child(kind: str, spec: InputSpec, python: str, env: dict[str, str], out
             progress(line.strip())
     lines = (proc.stdout.read() if proc.stdout else "").strip().splitlines()
     if proc.wait() != 0 or not lines:
-        raise CollectError(f"the {kind} profile of {spec.folder} failed: {tail[-1] if tail else 'no output'}",
+        said = next((line for line in reversed(tail) if any(ch.isalnum() for ch in line)), "no output")
+        raise CollectError(f"the {kind} profile of {spec.folder} failed: {said.strip()}",
                            detail="\n".join(tail), stage="run")
     return Path(lines[-1])

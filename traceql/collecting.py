@@ -37,7 +37,7 @@ def overrides(items: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise OptionError(f"--set {item!r}: expected KEY=VALUE, e.g. --set cap_size=2")
         try:
             out[key] = json.loads(value)

@@ -25,6 +25,37 @@ def _query_error(exc: duckdb.Error) -> QueryError:
     return QueryError(f"SQL failed: {first}")
 
 
+AS_TEXT = ("INTERVAL", "BIT", "UNION", "TIME WITH TIME ZONE", "VARINT", "BIGNUM")  # types polars cannot hold
+
+
+def _polars(rel: Any) -> pl.DataFrame | Exception:
+    """``rel.pl()``, or what went wrong: polars raises on some Arrow types and panics (an exception outside
+    Python's Exception) on others nested in a list."""
+    try:
+        return rel.pl()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a panic of polars' Rust code is a BaseException
+        if isinstance(exc, duckdb.Error) or engine.interrupted(exc):
+            raise
+        return Exception(str(exc))
+
+
+def _frame(rel: Any) -> pl.DataFrame:
+    """A result as a polars frame, a column of a type polars lacks (an INTERVAL, a BIT string, a list of them)
+    as its text; QueryError for a result polars cannot hold even so."""
+    texts = {c for c, t in zip(rel.columns, rel.types, strict=True) if any(k in str(t).upper() for k in AS_TEXT)}
+    if texts:
+        names = [f'"{c.replace(chr(34), chr(34) * 2)}"' for c in rel.columns]
+        rel = rel.project(", ".join(f"CAST({n} AS VARCHAR) AS {n}" if c in texts else n
+                                    for c, n in zip(rel.columns, names, strict=True)))
+    got = _polars(rel)
+    if isinstance(got, pl.DataFrame):
+        return got
+    why = str(got).strip().splitlines()[0] if str(got).strip() else "a type polars lacks"
+    raise QueryError(f"the result cannot be read into a table ({why[:200]}): cast that column, e.g. to VARCHAR")
+
+
 class _Relation:
     """A property that reads the relation of its own name as a polars DataFrame."""
 
@@ -66,13 +97,17 @@ class Trace:
             raise QueryError("this trace is closed: use it inside its `with read_trace(...)` block, "
                              "or before close()")
 
-    def sql(self, query: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
-        """Run SQL over the model's relations and return the result as a polars DataFrame; a Ctrl-C while it
-        runs raises KeyboardInterrupt."""
+    def sql(self, query: str, params: Sequence[Any] | None = None, *, limit: int | None = None) -> pl.DataFrame:
+        """Run SQL over the model's relations and return the result as a polars DataFrame (its first ``limit``
+        rows only, when given: the rest is never computed); a Ctrl-C while it runs raises KeyboardInterrupt."""
         self._open()
         try:
             rel = self.con.execute(query, params) if params is not None else self.con.sql(query)
-            return pl.DataFrame() if rel is None else rel.pl()  # None: a statement with no result set
+            if rel is None:  # a statement with no result set
+                return pl.DataFrame()
+            if limit is not None and isinstance(rel, duckdb.DuckDBPyRelation):
+                rel = rel.limit(limit)
+            return _frame(rel)
         except (duckdb.Error, RuntimeError) as exc:
             if engine.interrupted(exc):
                 raise KeyboardInterrupt from None

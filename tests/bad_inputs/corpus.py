@@ -15,6 +15,7 @@ from tests.bad_inputs import (  # noqa: F401 - each registers its cases
     cases_ncu_sql,
     cases_outputs_options,
     cases_profiles,
+    cases_query_collect,
     cases_sources_more,
     cases_sqlite,
 )

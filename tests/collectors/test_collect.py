@@ -180,6 +180,8 @@ def test_no_gpu_for_nccl(invoke, tmp_path: Path) -> None:
     folder = _variant(tmp_path, glob={"nsys_path": shutil.which("true")})  # an nsys that exists
     result = invoke("collect", folder, "--profiler", "nsys", "--out", tmp_path / "run")
     assert result.exit_code == 5 and "records NVIDIA GPU work" in result.stderr
+    result = invoke("collect", TINY, "--profiler", "nsys", "--device", "cpu", "--out", tmp_path / "run")
+    assert result.exit_code == 2 and "and --device cpu runs none" in result.stderr  # before any nsys is looked for
 
 
 def test_a_failing_rank_is_named_with_its_log(invoke, tmp_path: Path) -> None:

@@ -127,10 +127,13 @@ def test_buckets_from_gpu_traces(tmp_path: Path) -> None:
 
 def test_merge_keeps_the_first_of_two_and_refuses_what_is_not_a_profile(invoke, tiny_profiles: Path,
                                                                        tmp_path: Path) -> None:
-    result = invoke("profile", "merge", tiny_profiles, tiny_profiles, "--out", tmp_path / "m")
+    other = Path(shutil.copytree(tiny_profiles, tmp_path / "node2"))  # a second node's folder, the same GPU
+    result = invoke("profile", "merge", tiny_profiles, other, "--out", tmp_path / "m")
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["compute-cpu.json", "memory-cpu.json"]
     assert result.stderr.count("already given by") == 2
+    twice = invoke("profile", "merge", tiny_profiles, tiny_profiles, "--out", tmp_path / "m3")
+    assert twice.exit_code == 2 and twice.stderr == f"error: {tiny_profiles}: given twice\n"
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "x.json").write_text('{"format": "something else"}')
     bad = invoke("profile", "merge", tmp_path / "bad", "--out", tmp_path / "m2")

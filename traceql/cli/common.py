@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich import box
@@ -101,9 +101,6 @@ def configure(*, wide: bool = False, quiet: bool = False) -> None:
         console.width = WIDE
     _settings["quiet"] = quiet
 F = TypeVar("F", bound=Callable[..., Any])
-
-if TYPE_CHECKING:  # polars loads with the analysis, not for `traceql collect`
-    import polars as pl
 
 
 class Format(str, Enum):
@@ -244,7 +241,8 @@ def num_ms(ns: int | float | None) -> str:
 PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 
 
-def _table(title: str | None) -> Table:
+def plain_table(title: str | None) -> Table:
+    """An empty table in the command line's one style (a dashed rule under the header, nothing else)."""
     return Table(title=title, title_justify="left", title_style="bold", box=PLAIN, pad_edge=False,
                  padding=(0, 1, 0, 0), show_edge=False)
 
@@ -253,47 +251,8 @@ def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = 
           wrap: Collection[str] = ()) -> Table:
     """A compact table with these columns, right-aligned except those in ``left``; the columns in ``wrap``
     (names, paths) fold onto more lines where the width runs out, the others never wrap."""
-    out = _table(title)
+    out = plain_table(title)
     for col in columns:
         out.add_column(col, justify="left" if col in left or col in wrap else "right",
                        overflow="fold" if col in wrap else "ellipsis", no_wrap=col not in wrap)
     return out
-
-
-def frame_table(df: pl.DataFrame, *, title: str | None = None, limit: int = 50) -> Table:
-    """A rich table of the first ``limit`` rows of a frame; text folds, numbers stay whole."""
-    out = _table(title)
-    for col, dtype in zip(df.columns, df.dtypes, strict=True):
-        numeric = dtype.is_numeric()
-        out.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric,
-                       min_width=len(col) if numeric else None)
-    for row in df.head(limit).iter_rows():
-        out.add_row(*("" if v is None else escape(str(v)) for v in row))
-    return out
-
-
-def _natural_width(df: pl.DataFrame) -> int:
-    """The width a frame's table needs to show every header and number whole (text capped at 24)."""
-    import polars as pl  # loads with the analysis, not for `traceql collect`
-
-    total = 0
-    for col, dtype in zip(df.columns, df.dtypes, strict=True):
-        cells = df[col].cast(pl.String).str.len_chars().max() or 0
-        total += max(len(col), cells if dtype.is_numeric() else min(cells, 24)) + 2
-    return total
-
-
-def print_frame(df: pl.DataFrame, *, limit: int = 50) -> None:
-    """A frame as a table; as one block of ``column  value`` lines per row when a table cannot fit."""
-    shown = df.head(limit)
-    if _natural_width(shown) <= console.width:
-        console.print(frame_table(df, limit=limit))
-    else:
-        name_width = max(map(len, df.columns), default=0)
-        for i, row in enumerate(shown.iter_rows(named=True)):
-            console.print(f"[bold]-- row {i + 1} --[/bold]")
-            for col, value in row.items():
-                console.print(f"{col.ljust(name_width)}  {escape('' if value is None else str(value))}",
-                              overflow="fold", highlight=False)
-    if df.height > limit:
-        console.print(f"… {df.height - limit} more rows (use --format csv/json/parquet or --output for all)")

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import guarded, note, print_frame, printable, printable_json, spinner
+from traceql.cli.common import guarded, note, printable, printable_json, spinner
+from traceql.cli.frames import print_frame
 from traceql.errors import TraceqlError
 
 
@@ -29,21 +30,23 @@ def query(
 ) -> None:
     """Run SQL over the normalized relations: runs, ranks, kernels, memcpy, nvtx, gpus."""
     from traceql.commands.query import run_query
-    from traceql.export.files import frame_bytes
+    from traceql.export.files import format_for, frame_bytes
 
     if out is None and fmt is FrameFormat.parquet:
         raise TraceqlError("parquet is binary: give --output PATH")
     *paths, sql = args
     notes: list[str] = []
     with spinner("querying…"):
-        df = run_query([Path(p) for p in paths], sql, notes=notes, output=out,
-                       fmt="parquet" if fmt is FrameFormat.table else fmt.value)
+        shown = out is None and fmt is FrameFormat.table  # a table: one row more than it shows, to say more follow
+        kind = fmt.value if fmt is not FrameFormat.table else format_for(out, "--output") if out else "parquet"
+        df = run_query([Path(p) for p in paths], sql, notes=notes, output=out, fmt=kind,
+                       limit=limit + 1 if shown else None)
     for text in notes:
         note(text)
     if out is not None:
         note(f"wrote {df.height} rows to {out}")
     elif fmt is FrameFormat.table:
-        print_frame(df, limit=limit)
+        print_frame(df, limit=limit, more=df.height > limit)
     else:
         text = frame_bytes(df, fmt.value).decode()  # on the terminal: no control character acts on it
         sys.stdout.write(printable_json(text) if fmt is FrameFormat.json else printable(text))

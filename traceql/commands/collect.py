@@ -9,7 +9,7 @@ from typing import Any
 
 from traceql import collecting
 from traceql.collecting import collect_errors, run_collection
-from traceql.collectors.launch import LaunchOptions
+from traceql.collectors.launch_options import LaunchOptions
 from traceql.collectors.profilers import ProfilerOptions
 
 PROFILER_FIELDS = {f.name for f in fields(ProfilerOptions)}

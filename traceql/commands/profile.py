@@ -38,9 +38,24 @@ RUN_KEYS: tuple[tuple[str, Field, str], ...] = (
 )
 
 
-def _positive(value: Any, option: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"{option} must be an integer of at least 1, got {shown(value)}")
+MAX_BATCH = 2**31 - 1  # a batch no device holds: past it, the option is a typing mistake
+
+
+def _positive(value: Any, option: str, most: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (most is not None and value > most):
+        upto = f" and at most {most:,}" if most is not None else ""
+        raise OptionError(f"{option} must be an integer of at least 1{upto}, got {shown(value)}")
+
+
+def _once(paths: list[Path]) -> None:
+    """InputError for a folder given twice (under two spellings too)."""
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve() if path.exists() else path
+        if key in seen:
+            raise InputError(f"given twice (also as {seen[key]})" if str(seen[key]) != str(path) else "given twice",
+                             path=str(path))
+        seen[key] = path
 
 
 def _profile_out(out: str | Path, input_dir: str | Path) -> Path:
@@ -61,7 +76,7 @@ def memory(input_dir: str | Path, out: str | Path, *, memory_limit: int | None =
            progress: Progress | None = None) -> Path:
     """The largest local batch that fits, and the virtual workers that fit at each batch tried; the profile
     file written into ``out``. ``memory_limit`` (bytes) bounds the search (needed on CPU)."""
-    _positive(max_batch, "--max-batch")
+    _positive(max_batch, "--max-batch", MAX_BATCH)
     if memory_limit is not None:
         _positive(memory_limit, "--memory-limit")
     out = _profile_out(out, input_dir)
@@ -83,9 +98,9 @@ def compute(input_dir: str | Path, out: str | Path, *, batches: list[int] | None
             iterations: int = 10, progress: Progress | None = None) -> Path:
     """Forward, backward and optimizer time per local batch (``batches``, each once; default: those the memory
     profile in ``out`` found fitting, else 1 to 32 by powers of two); the profile file written into ``out``."""
-    if batches is not None and (not batches or any(isinstance(b, bool) or not isinstance(b, int) or b < 1
-                                                   for b in batches)):
-        raise OptionError("--batches must be positive batch sizes, e.g. 1,2,4,8")
+    if batches is not None and (not batches or any(isinstance(b, bool) or not isinstance(b, int)
+                                                   or not 1 <= b <= MAX_BATCH for b in batches)):
+        raise OptionError(f"--batches must be batch sizes from 1 to {MAX_BATCH:,}, e.g. 1,2,4,8")
     _positive(iterations, "--iterations")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise OptionError(f"--warmup must be an integer of at least 0, got {shown(warmup)}")
@@ -205,13 +220,20 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
     if not runs:
         raise OptionError("give one or more run folders of `traceql collect`")
     out = check_folder_output(out, "--out", inputs=runs)
+    _once(runs)
     infos = [(run, _run(run), _results(run)) for run in runs]
     first_run, first, _ = infos[0]
-    for run, info, _ in infos[1:]:
+    caps: dict[tuple[float, int], Path] = {}
+    for run, info, _ in infos:
         if (info["model"], info["world"]) != (first["model"], first["world"]):
             raise InputError(f"a run of {shown(info['model'])} on {info['world']} ranks, {first_run} one of "
                              f"{shown(first['model'])} on {first['world']}: a buckets profile is of one model and "
                              "world size", path=str(run))
+        key = (info["cap"], info["batch"])
+        if key in caps:
+            raise InputError(f"a second run at bucket_cap_mb {key[0]:g} and local batch {key[1]} (the first: "
+                             f"{caps[key]}); a buckets profile takes one run of each", path=str(run))
+        caps[key] = run
     entries, notes = [], []
     for run, info, results in infos:
         entry, more = _cap_entry(run, info, results)
@@ -234,6 +256,7 @@ def merge(folders: list[str | Path], out: str | Path) -> tuple[list[Path], list[
     notes."""
     folders = [Path(f) for f in folders]
     out = check_folder_output(out, "--out", inputs=folders)
+    _once(folders)
     kept: dict[str, Path] = {}
     model: tuple[str, Path] | None = None
     notes = []

@@ -15,11 +15,12 @@ from traceql.trace import read_trace
 
 
 def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None = None,
-              output: str | Path | None = None, fmt: str = "parquet") -> pl.DataFrame:
+              output: str | Path | None = None, fmt: str = "parquet", limit: int | None = None) -> pl.DataFrame:
     """Open ``paths`` (the embedded default when empty) and return the result of ``sql`` as a frame; what
     reading had to do differently is appended to ``notes``. The SQL runs over the model alone: it cannot
     read or write files, attach databases or load extensions. With ``output``, the result is also written
-    there (in ``fmt``: parquet, csv or json), atomically; it may not be an input."""
+    there (in ``fmt``: parquet, csv or json), atomically; it may not be an input. ``limit``: only the first
+    rows are computed and returned (a table shows no more)."""
     if not sql.strip():
         raise QueryError("empty SQL query")
     if output is not None:
@@ -27,7 +28,7 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
     with read_trace(list(paths) or None) as trace:
         if notes is not None:
             notes.extend(trace.notes)
-        df = trace.sql(sql)
+        df = trace.sql(sql, limit=limit)
     if output is not None:
         write_frame(df, Path(output), fmt)
     return df

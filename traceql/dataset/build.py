@@ -24,7 +24,7 @@ from typing import Any
 from traceql.collectors.errors import CollectError
 from traceql.collectors.fields import Field, integer, list_of, number, obj, of_type, one_of
 from traceql.collectors.fields import check as check_fields
-from traceql.collectors.launch import DEVICES
+from traceql.collectors.launch_options import DEVICES
 from traceql.dataset.entries import Outcome, remove_tree
 from traceql.dataset.store import Dataset
 from traceql.errors import CollectFailed, InputError, TraceqlError
@@ -115,7 +115,7 @@ def _collect(sweep: Sweep, folder: Path, overrides: dict[str, Any], run: Path, p
     """Collect into ``run`` unless a finished collection is there already (then reuse it)."""
     from traceql.collecting import collect_errors, run_collection
     from traceql.collectors import manifest
-    from traceql.collectors.launch import LaunchOptions
+    from traceql.collectors.launch_options import LaunchOptions
     from traceql.collectors.profilers import ProfilerOptions
 
     done = manifest.read(run)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -36,11 +37,48 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         raise TraceqlError(f"cannot write: {exc.strerror} (disk full or no permission?)", path=str(path)) from None
 
 
+def _writable(df: pl.DataFrame, fmt: str) -> pl.DataFrame:
+    """``df`` with the columns ``fmt`` cannot hold as they are turned to text: bytes as hex (csv, json), lists
+    and structs as their JSON (csv)."""
+    import polars as pl  # loads with the analysis, not for `traceql collect`
+
+    out = []
+    for col, dtype in df.schema.items():
+        if dtype == pl.Binary and fmt in ("csv", "json"):
+            out.append(pl.col(col).bin.encode("hex"))
+        elif dtype.is_nested() and fmt == "csv":
+            out.append(pl.Series(col, [None if v is None else json.dumps(v, default=str) for v in df[col].to_list()],
+                                 pl.String))
+        else:
+            out.append(pl.col(col))
+    return df.select(out)
+
+
+def _json_value(value: object) -> object:
+    """A value JSON has no type for: bytes as hex, anything else as its text."""
+    return value.hex() if isinstance(value, (bytes, bytearray)) else str(value)
+
+
 def frame_bytes(df: pl.DataFrame, fmt: str) -> bytes:
-    """A frame serialized as csv, json (a list of records) or parquet."""
+    """A frame serialized as csv, json (a list of records) or parquet (bytes as hex text in csv and json, lists
+    and structs as JSON text in csv); OptionError for a column the format cannot hold."""
+    import polars as pl  # loads with the analysis, not for `traceql collect`
+
+    df = _writable(df, fmt)
+    try:
+        return _serialized(df, fmt)
+    except (pl.exceptions.PolarsError, ValueError, TypeError, OverflowError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OptionError(f"--format {fmt}: the result cannot be written as {fmt} ({first}); cast that column, "
+                          "e.g. to VARCHAR, or choose another format") from None
+
+
+def _serialized(df: pl.DataFrame, fmt: str) -> bytes:
     buf = io.BytesIO()
     if fmt == "csv":
         df.write_csv(buf)
+    elif fmt == "json" and any("Binary" in str(t) for t in df.dtypes):  # polars cannot write bytes in a list
+        buf.write(json.dumps(df.to_dicts(), default=_json_value).encode() + b"\n")
     elif fmt == "json":
         df.write_json(buf)
         buf.write(b"\n")

@@ -111,6 +111,9 @@ def _check_outside(path: Path, option: str, inputs: Paths) -> None:
         raise _refuse(option, path, f"cannot resolve it ({exc})") from None
     if any(p.resolve() == target for p in given if p.exists() and not p.is_dir()):
         raise _refuse(option, path, "that is an input trace; traceql never writes its inputs")
+    if any(p.resolve() == target for p in given if p.is_dir()):
+        raise _refuse(option, path, "is one of the input folders; traceql never writes into its inputs: choose a "
+                      "folder outside them")
     inside = _inside_an_input(target, given)
     if inside is not None:
         raise _refuse(option, path, f"lies inside {inside}; traceql never writes into its inputs: choose a "

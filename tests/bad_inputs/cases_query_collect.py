@@ -1,0 +1,147 @@
+"""Results a query cannot show as they are, collections asked to start what no machine runs, profile folders given
+twice or as their own output."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.bad_inputs.scenario import Scenario, case, sqlite_copy
+from tests.paths import RUNS, TINY
+
+PROFILES = TINY.parent / "profiles" / "gpt2"
+
+# --- query results: endless, huge, nested, binary, of types polars lacks -----------------------------------------
+
+
+def query(tmp: Path, sql: str, *more: object, code: int = 0, phrase: str = "") -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["query", path, sql, *more], code, phrase, None, [path], timeout=60)
+
+
+@case("query")
+def table_of_an_endless_result(tmp: Path) -> Scenario:
+    """A table shows 5 rows: the other hundred billion are never computed."""
+    return query(tmp, "SELECT * FROM range(100000000000)", "--limit", "5")
+
+
+@case("query")
+def table_of_a_hundred_megabyte_value(tmp: Path) -> Scenario:
+    return query(tmp, "SELECT repeat('x', 100000000) AS big")
+
+
+@case("query")
+def csv_of_lists_and_structs(tmp: Path) -> Scenario:
+    return query(tmp, "SELECT [1, 2] AS l, {'a': [3]} AS s, list(name) AS names FROM kernels", "-f", "csv")
+
+
+@case("query")
+def json_of_bytes_in_a_list(tmp: Path) -> Scenario:
+    return query(tmp, "SELECT ['x'::BLOB] AS b, 'y'::BLOB AS c", "-f", "json")
+
+
+@case("query")
+def table_of_intervals_and_bits(tmp: Path) -> Scenario:
+    return query(tmp, "SELECT INTERVAL 3 DAY AS i, [INTERVAL 1 HOUR] AS l, BITSTRING '0101' AS b, "
+                      "union_value(k := 1) AS u")
+
+
+@case("query")
+def table_of_engine_settings(tmp: Path) -> Scenario:
+    return query(tmp, "SELECT * FROM duckdb_settings()")
+
+
+@case("query")
+def output_with_no_format_suffix(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["query", path, "SELECT 1", "--output", tmp / "result.txt"], 2,
+                    "give a .parquet, .csv or .json file", tmp / "result.txt", [path], [tmp / "result.txt"])
+
+
+# --- collections no machine runs, options the profiler would only refuse once the ranks ran ---------------------
+
+
+def collect(tmp: Path, *args: object, phrase: str, code: int = 2) -> Scenario:
+    return Scenario(["collect", TINY, "--device", "cpu", *args, "--out", tmp / "run"], code, phrase, None, [],
+                    [tmp / "run"])
+
+
+@case("collect")
+def world_of_a_hundred_billion_ranks(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", "world_size=100000000000", phrase="world_size must be an integer of at least 1 and "
+                   "at most 1,048,576")
+
+
+@case("collect")
+def more_cpu_ranks_than_a_node_runs(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", "world_size=100000", phrase="CPU ranks on this node; it runs at most", code=5)
+
+
+@case("collect")
+def cap_of_nan(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", "cap_size=NaN", phrase="cap_size must be a finite number above 0, got NaN")
+
+
+@case("collect")
+def straggler_sleeping_nan_ms(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", 'straggler={"rank": 0, "steps": [1], "sleep_ms": NaN}',
+                   phrase="straggler sleep_ms must be a finite number of ms above 0, got NaN")
+
+
+@case("collect")
+def set_without_a_key(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", "=2", phrase="expected KEY=VALUE")
+
+
+@case("collect")
+def torch_schedule_waiting_minus_one(tmp: Path) -> Scenario:
+    return collect(tmp, "--profiler", "torch", "--torch-wait", "-1", phrase="--torch-wait must be 0 or more, got -1")
+
+
+@case("collect")
+def ncu_launch_count_zero(tmp: Path) -> Scenario:
+    return collect(tmp, "--profiler", "ncu", "--ncu-launch-count", "0", phrase="--ncu-launch-count must be 1 or more")
+
+
+@case("collect")
+def rendezvous_without_a_port(tmp: Path) -> Scenario:
+    return collect(tmp, "--nnodes", "2", "--rdzv-endpoint", "node0:abc", phrase="give HOST:PORT")
+
+
+@case("collect")
+def nsys_on_cpu(tmp: Path) -> Scenario:
+    return collect(tmp, "--profiler", "nsys", phrase="--device cpu runs none")
+
+
+# --- profile folders and runs given twice, or as their own output ------------------------------------------------
+
+
+def _profiles(tmp: Path) -> Path:
+    return Path(shutil.copytree(PROFILES, tmp / "profiles"))
+
+
+@case("profile")
+def merge_a_folder_twice(tmp: Path) -> Scenario:
+    folder = _profiles(tmp)
+    return Scenario(["profile", "merge", folder, folder, "--out", tmp / "m"], 2, "given twice", folder,
+                    sorted(folder.iterdir()), [tmp / "m"])
+
+
+@case("profile")
+def merge_into_its_own_folder(tmp: Path) -> Scenario:
+    folder = _profiles(tmp)
+    return Scenario(["profile", "merge", folder, "--out", folder], 2, "is one of the input folders", folder,
+                    sorted(folder.iterdir()))
+
+
+@case("profile")
+def buckets_of_one_run_twice(tmp: Path) -> Scenario:
+    run = Path(shutil.copytree(RUNS / "gpt2-b16-cap2-none", tmp / "run"))
+    return Scenario(["profile", "buckets", run, tmp / "." / "run", "--out", tmp / "b"], 2, "given twice", None,
+                    [run / "manifest.json"], [tmp / "b"])
+
+
+@case("profile")
+def compute_batch_past_any_device(tmp: Path) -> Scenario:
+    return Scenario(["profile", "compute", TINY, "--batches", "1,99999999999999999999", "--out", tmp / "p"], 2,
+                    "--batches must be batch sizes from 1 to 2,147,483,647", None, [], [tmp / "p"])
