@@ -181,3 +181,13 @@ def manifest_listing_a_trace_outside(tmp: Path) -> Scenario:
     manifest = {"format": "traceql-run/1", "status": "complete", "files": {"traces": ["../../etc/passwd"]}}
     (run / "manifest.json").write_text(json.dumps(manifest))
     return Scenario(["detect", run], 2, "lists a trace outside the run folder", None, [run / "manifest.json"])
+
+
+@case("sources")
+def folder_of_folders_of_traces(tmp: Path) -> Scenario:
+    """Traces one level down: the folder is refused, naming the folders to give instead."""
+    for name in ("control", "test"):
+        (tmp / "runs" / name).mkdir(parents=True)
+        shutil.copyfile(SINGLE_FILE, tmp / "runs" / name / "a.sqlite")
+    return Scenario(["detect", tmp / "runs"], 2, "traces are in its folder(s) control, test: give those",
+                    tmp / "runs", [tmp / "runs" / "control" / "a.sqlite"])

@@ -127,6 +127,18 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _folders_with_traces(entries: list[Path]) -> list[str]:
+    """The names of the folders among ``entries`` that hold traces themselves (one level down)."""
+    found = []
+    for entry in entries:
+        try:
+            if entry.is_dir() and any(_is_trace_name(p.name) and _is_file(p) for p in entry.iterdir()):
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
 def _scan_directory(path: Path) -> list[Path]:
     try:
         entries = sorted(path.iterdir())
@@ -137,6 +149,8 @@ def _scan_directory(path: Path) -> list[Path]:
         # reports a reader refuses by their name alone (the nsys reader's .nsys-rep, .qdrep): not read here
         reps = [p.name for p in entries if sources.refusal(b"", p) and _is_file(p)]
         hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite)" if reps else ""
+        if not hint and (inner := _folders_with_traces(entries)):
+            hint = f" (traces are in its folder(s) {', '.join(inner[:3])}{', …' if len(inner) > 3 else ''}: give those)"
         raise InputError(f"directory holds no traces (*.sqlite, *.json, *.json.gz, ncu *.csv){hint}", path=str(path))
     return found
 
