@@ -159,6 +159,9 @@ def _probe(address: str) -> None:
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} (no port: give tcp://host:8786)")
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except UnicodeError:  # the host name cannot be encoded for DNS: a part over 63 characters, or empty
+        raise SchedulerUnreachable(f"--scheduler {address}: not a host name (a part over 63 characters, or "
+                                   "empty?); give tcp://host:8786") from None
     except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address} ({why.lower()})") from None

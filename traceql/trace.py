@@ -44,7 +44,9 @@ def _polars(rel: Any) -> pl.DataFrame | Exception:
 def _frame(rel: Any) -> pl.DataFrame:
     """A result as a polars frame, a column of a type polars lacks (an INTERVAL, a BIT string, a list of them)
     as its text; QueryError for a result polars cannot hold even so."""
-    texts = {c for c, t in zip(rel.columns, rel.types, strict=True) if any(k in str(t).upper() for k in AS_TEXT)}
+    relation = isinstance(rel, duckdb.DuckDBPyRelation)  # else a cursor (SQL with parameters): read as it is
+    texts = {c for c, t in zip(rel.columns, rel.types, strict=True) if any(k in str(t).upper() for k in AS_TEXT)} \
+        if relation else set()
     if texts:
         names = [f'"{c.replace(chr(34), chr(34) * 2)}"' for c in rel.columns]
         rel = rel.project(", ".join(f"CAST({n} AS VARCHAR) AS {n}" if c in texts else n

@@ -1,12 +1,12 @@
 """Results a query cannot show as they are, collections asked to start what no machine runs, profile folders given
-twice or as their own output."""
+twice or as their own output, searches and addresses that would never end, baselines that are no timeline."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from tests.bad_inputs.scenario import Scenario, case, sqlite_copy
+from tests.bad_inputs.scenario import NCU_DETAILS, Scenario, case, sqlite_copy
 from tests.paths import RUNS, TINY
 
 PROFILES = TINY.parent / "profiles" / "gpt2"
@@ -145,3 +145,31 @@ def buckets_of_one_run_twice(tmp: Path) -> Scenario:
 def compute_batch_past_any_device(tmp: Path) -> Scenario:
     return Scenario(["profile", "compute", TINY, "--batches", "1,99999999999999999999", "--out", tmp / "p"], 2,
                     "--batches must be batch sizes from 1 to 2,147,483,647", None, [], [tmp / "p"])
+
+
+# --- searches and addresses that would never end, baselines that are no timeline --------------------------------
+
+
+@case("profile")
+def solve_with_limits_past_any_search(tmp: Path) -> Scenario:
+    folder = _profiles(tmp)
+    cluster = TINY.parent / "clusters" / "h200-h100.json"
+    return Scenario(["solve", folder, "-n", 2**63 - 1, "-c", cluster, "--max-accumulation", 2**63 - 1], 2,
+                    "--max-accumulation must be an integer of at least 1 and at most 1,024", None,
+                    sorted(folder.iterdir()), timeout=30)
+
+
+@case("parallel")
+def scheduler_host_name_too_long(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["detect", path, "--scheduler", f"tcp://{'a' * 300}:8786"], 2, "not a host name", None, [path],
+                    timeout=30)
+
+
+@case("usage")
+def baseline_of_ncu_metrics(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    metrics = tmp / "metrics.csv"
+    shutil.copyfile(NCU_DETAILS, metrics)
+    return Scenario(["report", path, "--baseline", metrics, "-o", tmp / "r.html"], 2,
+                    "Nsight Compute metrics are not an isolated run", metrics, [path, metrics], [tmp / "r.html"])

@@ -30,5 +30,7 @@ def report(
     with spinner("writing the report…"):
         done = run_report(files or None, output=output, baseline=baseline or None, step=step, threshold=threshold,
                           single_trace=single_trace)
+    for text in done.notes:
+        note(text)
     what = f"step {done.step} drawn, " if done.step is not None else ""
     note(f"wrote {done.path} ({what}{done.cases:,} slowdown cases); open it in a browser, no network needed")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -30,6 +30,7 @@ class ReportResult:
     step: int | None
     cases: int
     kind: str  # "trace" or "dataset"
+    notes: list[str] = field(default_factory=list)  # what reading and labelling said (a baseline that fits ill)
 
 
 def _check_output(output: Path) -> Path:
@@ -52,7 +53,7 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
     timeline, result = req.label_all()
     html_text, drawn = _trace_page(timeline, result, step, threshold)
     atomic_write(output, lambda fh: fh.write(html_text.encode()))
-    return ReportResult(output, drawn, result.cases(), "trace")
+    return ReportResult(output, drawn, result.cases(), "trace", result.notes)
 
 
 def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float) -> tuple[str, int | None]:

@@ -69,9 +69,13 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _at_least(value: int, least: int, option: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise OptionError(f"{option} must be an integer of at least {least}, got {value!r}")
+MOST = 1024  # --max-accumulation, --max-virtual and --top: each bound makes the search longer, past it hopelessly
+
+
+def _at_least(value: int, least: int, option: str, most: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or (most is not None and value > most):
+        upto = f" and at most {most:,}" if most is not None else ""
+        raise OptionError(f"{option} must be an integer of at least {least}{upto}, got {value!r}")
 
 
 def _costs(profiles: Profiles, nodes: tuple[Node, ...]) -> dict[str, list[solver.BatchCost]]:
@@ -133,9 +137,9 @@ def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapp
     iteration on ``cluster`` (a cluster file, or its object), from the profiles in ``profile_dir``, and the
     ``top`` next best (``traceql.analyzers.solver``)."""
     _at_least(global_batch, 1, "--global-batch")
-    _at_least(max_accumulation, 1, "--max-accumulation")
-    _at_least(max_virtual, 1, "--max-virtual")
-    _at_least(top, 0, "--top")
+    _at_least(max_accumulation, 1, "--max-accumulation", MOST)
+    _at_least(max_virtual, 1, "--max-virtual", MOST)
+    _at_least(top, 0, "--top", MOST)
     nodes = read_cluster(cluster)
     profiles = read_profiles(profile_dir)
     notes: list[str] = []

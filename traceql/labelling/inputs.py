@@ -65,6 +65,13 @@ def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
         kernels = iso.relation("kernels", compact=True)
         path = iso.paths[0]
         notes = list(iso.notes)
+        metrics = not iso.relation("kernel_metrics").is_empty()
+    if metrics and kernels.is_empty():
+        raise InputError("Nsight Compute metrics are not an isolated run: give its timeline (an nsys export or a "
+                         "torch.profiler trace) as --baseline, the metrics as --metrics", path=str(path))
+    if kernels.filter(pl.col("kind") == "compute").is_empty():
+        raise InputError("the baseline holds no compute kernels (a run on CPU?): nothing to compare with",
+                         path=str(path))
     comm = kernels.filter(pl.col("kind") == "comm").height
     notes += [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
               "(record it on one GPU without DDP/NCCL)"] if comm else []
