@@ -191,3 +191,9 @@ def folder_of_folders_of_traces(tmp: Path) -> Scenario:
         shutil.copyfile(SINGLE_FILE, tmp / "runs" / name / "a.sqlite")
     return Scenario(["detect", tmp / "runs"], 2, "traces are in its folder(s) control, test: give those",
                     tmp / "runs", [tmp / "runs" / "control" / "a.sqlite"])
+
+
+@case("sources")
+def report_of_an_input_name_too_long(tmp: Path) -> Scenario:
+    path = tmp / ("r" * 300 + ".sqlite")
+    return Scenario(["report", path, "-o", tmp / "r.html"], 2, "file name too long", path, [], [tmp / "r.html"])

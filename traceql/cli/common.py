@@ -175,18 +175,28 @@ def guarded(command: F) -> F:
             raise fail("interrupted", INTERRUPTED) from None
         except typer.Exit:
             raise
+        except OSError as err:  # what the file system said of a path no check foresaw: a name too long, a
+            if err.filename is None:  # folder it may not search; without a path, a bug of ours
+                raise _internal(err) from None
+            why = err.strerror or type(err).__name__
+            raise fail(f"{printable(str(err.filename), one_line=True)}: {why}", 2) from None
         except Exception as exc:  # a bug, not bad input
             from traceql.model.engine import interrupted  # noqa: PLC0415 - the CLI's start stays light
 
             if interrupted(exc):  # DuckDB's own word for a Ctrl-C
                 raise fail("interrupted", INTERRUPTED) from None
-            if os.environ.get("TRACEQL_DEBUG"):
-                raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise fail(f"internal error ({type(exc).__name__}: {first}); "
-                       "rerun with TRACEQL_DEBUG=1 for the traceback and please report it", INTERNAL_ERROR) from None
+            raise _internal(exc) from None
 
     return run  # type: ignore[return-value]
+
+
+def _internal(exc: BaseException) -> typer.Exit:
+    """A bug in traceql: one line and exit 70 (the traceback itself with ``TRACEQL_DEBUG``)."""
+    if os.environ.get("TRACEQL_DEBUG"):
+        raise exc
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return fail(f"internal error ({type(exc).__name__}: {first}); "
+                "rerun with TRACEQL_DEBUG=1 for the traceback and please report it", INTERNAL_ERROR)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
 from traceql.model.names import display_name
+from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
 
 
@@ -46,7 +47,7 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
     output = _check_output(Path(output))
     options.threshold(threshold)
     single = Path(paths) if isinstance(paths, (str, Path)) else (Path(paths[0]) if paths and len(paths) == 1 else None)
-    if single is not None and (single / "dataset.json").is_file():
+    if single is not None and is_file(single / "dataset.json"):
         return _dataset_report(single, check_file_output(output, "--output", [single]))
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace,
                   outputs={"--output": output})

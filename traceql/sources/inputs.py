@@ -74,6 +74,12 @@ def is_dir(path: Path) -> bool:
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (links followed); InputError where the OS cannot tell."""
+    st = status(path)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
 def _missing(path: Path) -> str:
     try:
         return "a link to nothing" if path.is_symlink() else "no such file or directory"
