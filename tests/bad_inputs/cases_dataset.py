@@ -146,3 +146,12 @@ def summary_where_dataset_json_is_a_folder(tmp: Path) -> Scenario:
     root = tmp / "ds"
     (root / "dataset.json").mkdir(parents=True)
     return Scenario(["dataset", "summary", root], 2, "is a folder", root / "dataset.json", [])
+
+
+@case("sweep")
+def out_inside_a_model_folder(tmp: Path) -> Scenario:
+    model = Path(shutil.copytree(TINY, tmp / "tiny"))
+    s = sweep(tmp, {"inputs": [str(model)]}, "lies inside the input")
+    s.args[-1] = model / "ds"
+    s.absent, s.inputs = [model / "ds"], [*s.inputs, model / "local_config.json"]
+    return s

@@ -30,6 +30,7 @@ from traceql.dataset.store import Dataset
 from traceql.errors import CollectFailed, InputError, TraceqlError
 from traceql.jsonfile import load_json
 from traceql.parallel import Progress, check
+from traceql.sources.outputs import check_folder_output
 
 GRID = {"world_size": integer(1), "cap_size": number(0, above=True), "epochs": integer(1), "batchsize": integer(1)}
 NOT_SHAPE = {"world_size", "cap_size"}  # keys an isolated run does not depend on
@@ -152,6 +153,7 @@ def build(sweep_path: str | Path, root: str | Path, *, collect_only: bool = Fals
     parallel where asked (``traceql.parallel``: it starts while the next configuration is collected)."""
     check(workers, scheduler)
     sweep = load_sweep(sweep_path)
+    check_folder_output(root, "--out", inputs=sweep.inputs)  # never a dataset inside a model's input folder
     ds = Dataset(root)
     ds.prepare()  # what interrupted writers left goes first
     runs = Path(root) / "runs"
