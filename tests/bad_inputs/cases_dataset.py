@@ -153,5 +153,5 @@ def out_inside_a_model_folder(tmp: Path) -> Scenario:
     model = Path(shutil.copytree(TINY, tmp / "tiny"))
     s = sweep(tmp, {"inputs": [str(model)]}, "lies inside the input")
     s.args[-1] = model / "ds"
-    s.absent, s.inputs = [model / "ds"], [*s.inputs, model / "local_config.json"]
+    s.names, s.absent, s.inputs = model / "ds", [model / "ds"], [*s.inputs, model / "local_config.json"]
     return s
