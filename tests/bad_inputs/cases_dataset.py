@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.bad_inputs.scenario import Scenario, case
+from tests.bad_inputs.scenario import Scenario, case, named
 from tests.paths import SINGLE_FILE, TINY
 
 # --- sweep files: every field checked before anything is collected ----------------------------------------------
@@ -44,16 +44,8 @@ SWEEPS: list[tuple[str, dict | str, str]] = [
 ]
 
 
-def _register(name: str, spec: dict | str, phrase: str) -> None:
-    def make(tmp: Path) -> Scenario:
-        return sweep(tmp, spec, phrase)
-
-    make.__name__ = name
-    case("sweep")(make)
-
-
 for _name, _spec, _phrase in SWEEPS:
-    _register(_name, _spec, _phrase)
+    named("sweep", _name, lambda tmp, spec=_spec, p=_phrase: sweep(tmp, spec, p))
 
 
 @case("sweep")
@@ -89,22 +81,22 @@ def add_into_a_folder_that_cannot_be_written(tmp: Path) -> Scenario:
     return _add(root, path, code=2, phrase="cannot write in the dataset folder", names=root, inputs=[path])
 
 
-@case("dataset")
-def add_with_a_damaged_dataset_json(tmp: Path) -> Scenario:
+def _add_to(tmp: Path, meta: str, phrase: str) -> Scenario:
+    """`dataset add` into a folder whose dataset.json holds ``meta``: refused, nothing made beside it."""
     root = tmp / "ds"
     root.mkdir()
-    (root / "dataset.json").write_text('{"format": "traceql-dataset/1", "entries": [')
-    return _add(root, SINGLE_FILE, code=2, phrase="invalid JSON", names=root / "dataset.json",
-                inputs=[root / "dataset.json"], absent=[root / ".dataset.lock", root / "data"])
+    (root / "dataset.json").write_text(meta)
+    return _add(root, SINGLE_FILE, code=2, phrase=phrase, names=root / "dataset.json", inputs=[root / "dataset.json"],
+                absent=[root / ".dataset.lock", root / "data", root / ".staging"])
 
 
-@case("dataset")
-def add_with_dataset_json_a_list(tmp: Path) -> Scenario:
-    root = tmp / "ds"
-    root.mkdir()
-    (root / "dataset.json").write_text("[]")
-    return _add(root, SINGLE_FILE, code=2, phrase="it holds a JSON list, not an object", names=root / "dataset.json",
-                inputs=[root / "dataset.json"], absent=[root / ".dataset.lock"])
+named("dataset", "add_with_a_damaged_dataset_json",
+      lambda tmp: _add_to(tmp, '{"format": "traceql-dataset/1", "entries": [', "invalid JSON"))
+named("dataset", "add_with_dataset_json_a_list",
+      lambda tmp: _add_to(tmp, "[]", "it holds a JSON list, not an object"))
+named("dataset", "add_with_an_entry_outside_data",
+      lambda tmp: _add_to(tmp, '{"format": "traceql-dataset/1", "entries": {"x": {"file": "/etc/passwd"}}}',
+                          "is not under data/"))
 
 
 @case("dataset")

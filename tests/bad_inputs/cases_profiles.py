@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bad_inputs.scenario import Scenario, case
+from tests.bad_inputs.scenario import Scenario, case, named
 from tests.paths import ROOT, RUNS, TINY
 
 PROFILES = ROOT / "datasets" / "examples" / "profiles" / "gpt2"
@@ -114,8 +114,7 @@ DAMAGES: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
 
 def register(name: str, make: Callable[[Path], Scenario]) -> None:
     """``make`` as the case ``profile-<name>``."""
-    make.__name__ = name
-    case("profile")(make)
+    named("profile", name, make)
 
 
 for _name, _file, _change, _phrase in DAMAGES:

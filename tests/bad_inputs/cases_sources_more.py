@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tests.bad_inputs.scenario import KERNELS, Scenario, case, detect, kineto_copy, sqlite_copy
+from tests.bad_inputs.scenario import KERNELS, Scenario, case, detect, kineto_copy, named, sqlite_copy
 from tests.paths import DDP_FILES, SINGLE_FILE
 
 # --- step numbers and ranks past what the model holds ------------------------------------------------------------
@@ -127,36 +127,23 @@ def damaged_page_in_the_kernel_table(tmp: Path) -> Scenario:
     return detect(path, 2, "damaged SQLite database")
 
 
-@case("sources")
-def dangling_name_ids(tmp: Path) -> Scenario:
-    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET shortName = 999999999, demangledName = 999999999 "
-                            "WHERE rowid % 20 = 0")
-    return detect(path, 0, "name string ids that its StringIds table lacks")
+# (case, SQL that damages the export, the warning detect gives; it labels what is left, exit 0)
+EDITS: list[tuple[str, str, str]] = [
+    ("dangling_name_ids", f"UPDATE {KERNELS} SET shortName = 999999999, demangledName = 999999999 "
+     "WHERE rowid % 20 = 0", "name string ids that its StringIds table lacks"),
+    ("device_id_past_32_bits", f"UPDATE {KERNELS} SET deviceId = 5000000000 WHERE rowid % 50 = 0",
+     "values of device out of its range kept as NULL"),
+    ("grid_past_32_bits", f"UPDATE {KERNELS} SET gridX = 9000000000 WHERE rowid % 50 = 0",
+     "values of grid_x out of its range kept as NULL"),
+    ("time_past_64_bits", f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775807 '
+     "WHERE rowid % 50 = 0", "a duration out of range"),
+    ("names_not_utf8", "UPDATE StringIds SET value = value || CAST(x'e9fffe' AS TEXT) WHERE id % 7 = 0",
+     "hold bytes that are not UTF-8: read from a temporary copy"),
+]
 
 
-@case("sources")
-def device_id_past_32_bits(tmp: Path) -> Scenario:
-    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET deviceId = 5000000000 WHERE rowid % 50 = 0")
-    return detect(path, 0, "values of device out of its range kept as NULL")
-
-
-@case("sources")
-def grid_past_32_bits(tmp: Path) -> Scenario:
-    path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET gridX = 9000000000 WHERE rowid % 50 = 0")
-    return detect(path, 0, "values of grid_x out of its range kept as NULL")
-
-
-@case("sources")
-def time_past_64_bits(tmp: Path) -> Scenario:
-    path = sqlite_copy(tmp, f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775807 '
-                            "WHERE rowid % 50 = 0")
-    return detect(path, 0, "a duration out of range")
-
-
-@case("sources")
-def names_not_utf8(tmp: Path) -> Scenario:
-    path = sqlite_copy(tmp, "UPDATE StringIds SET value = value || CAST(x'e9fffe' AS TEXT) WHERE id % 7 = 0")
-    return detect(path, 0, "hold bytes that are not UTF-8: read from a temporary copy")
+for _name, _statement, _phrase in EDITS:
+    named("sources", _name, lambda tmp, sql=_statement, p=_phrase: detect(sqlite_copy(tmp, sql), 0, p))
 
 
 @case("sources")

@@ -48,6 +48,12 @@ def case(group: str) -> Callable:
     return register
 
 
+def named(group: str, name: str, make: Callable[[Path], Scenario]) -> None:
+    """``make`` (a lambda, or one maker shared by a table of cases) registered as the case ``<group>-<name>``."""
+    make.__name__ = name
+    case(group)(make)
+
+
 def sqlite_copy(tmp: Path, *statements: str, source: Path = SINGLE_FILE, name: str = "report.sqlite") -> Path:
     path = tmp / name
     shutil.copyfile(source, path)
