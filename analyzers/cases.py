@@ -20,11 +20,19 @@ def rank_cases(labelled: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
-    """The slowed signatures of each run by time lost: cases, median slowdown ratio, typical concurrent
-    collective."""
-    cases = labelled.filter(pl.col("is_slowdown"))
-    instances = labelled.group_by("run_id", "signature").agg(pl.len().cast(pl.Int64).alias("instances"))
+CASE_COLUMNS = ["run_id", "signature", "short_name", "name", "slowdown_ratio", "duration_ns", "baseline_ns",
+                "is_slowdown", "concurrent_comm"]  # what :func:`top_of` reads of a case
+
+
+def signature_instances(labelled: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, signature, instances``: how many compute kernels of each signature ran."""
+    return labelled.group_by("run_id", "signature").agg(pl.len().cast(pl.Int64).alias("instances"))
+
+
+def top_of(cases: pl.DataFrame, instances: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+    """The slowed signatures of each run by time lost, from the cases (:data:`CASE_COLUMNS`, in the run's
+    order) and every signature's instances (:func:`signature_instances`: counts of ranks read apart add up)."""
+    instances = instances.group_by("run_id", "signature").agg(pl.col("instances").sum())
     return (
         cases.group_by("run_id", "signature")
         .agg(
@@ -41,3 +49,10 @@ def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
         .select("run_id", "signature", "short_name", "name", "cases", "instances", "median_ratio", "time_lost_ns",
                 "concurrent_comm")
     )
+
+
+def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+    """The slowed signatures of each run by time lost: cases, median slowdown ratio, typical concurrent
+    collective."""
+    cases = labelled.filter(pl.col("is_slowdown")).select(CASE_COLUMNS)
+    return top_of(cases, signature_instances(labelled), top)

@@ -7,20 +7,36 @@ import polars as pl
 CATEGORIES = ("slowed", "compute", "communication", "memory")  # drawing order: slowed kernels on top
 
 
+STEP = ["run_id", "rank", "step"]
+
+
+def step_spans(kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank, step) of the normal steps: its GPU time (first start to last end of what it
+    launched)."""
+    ends = [frame.filter(pl.col("step_kind") == "sync").group_by(STEP).agg(  # each frame on its own: not copied
+        pl.col("start_ns").min(), pl.col("end_ns").max()) for frame in (kernels, memops)]
+    return pl.concat(ends).group_by(STEP).agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
+
+
+def step_cases(labelled: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank, step) of the normal steps: its cases and time lost."""
+    lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
+    return labelled.filter(pl.col("step_kind") == "sync").group_by(STEP).agg(
+        pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
+        lost.sum().fill_null(0).round(0).cast(pl.Int64).alias("time_lost_ns"))
+
+
+def step_totals(spans: pl.DataFrame, cases: pl.DataFrame) -> pl.DataFrame:
+    """:func:`step_spans` with their :func:`step_cases` (0 where none), sorted."""
+    return (spans.join(cases, on=STEP, how="left")
+            .with_columns(pl.col("cases", "time_lost_ns").fill_null(0))
+            .sort(STEP))
+
+
 def step_cost(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
     """Per (run_id, rank, step) of the normal steps: its GPU time (first start to last end of what it
     launched), cases and time lost."""
-    step = ["run_id", "rank", "step"]
-    ends = [frame.filter(pl.col("step_kind") == "sync").group_by(step).agg(  # each frame on its own: not copied
-        pl.col("start_ns").min(), pl.col("end_ns").max()) for frame in (kernels, memops)]
-    span = pl.concat(ends).group_by(step).agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
-    lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
-    cases = labelled.filter(pl.col("step_kind") == "sync").group_by("run_id", "rank", "step").agg(
-        pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
-        lost.sum().fill_null(0).round(0).cast(pl.Int64).alias("time_lost_ns"))
-    return (span.join(cases, on=["run_id", "rank", "step"], how="left")
-            .with_columns(pl.col("cases", "time_lost_ns").fill_null(0))
-            .sort("run_id", "rank", "step"))
+    return step_totals(step_spans(kernels, memops), step_cases(labelled))
 
 
 def busiest_step(cost: pl.DataFrame) -> int | None:

@@ -19,16 +19,27 @@ TICK_SAMPLE = 4096  # timestamps per run the tick is read from (a tick found on 
 POWERS = (1_000_000, 100_000, 10_000, 1_000, 100, 10)  # candidate ticks, coarsest first
 
 
-def clock_ticks(kernels: pl.DataFrame) -> pl.DataFrame:
+def tick_samples(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, start_ns, end_ns`` of the first :data:`TICK_SAMPLE` kernels of each run, in the frame's order:
+    all :func:`ticks` reads (the first ranks' samples, concatenated in rank order, give the run's)."""
+    return kernels.select("run_id", "start_ns", "end_ns").group_by("run_id", maintain_order=True).head(TICK_SAMPLE)
+
+
+def ticks(samples: pl.DataFrame) -> pl.DataFrame:
     """``run_id, tick_ns``: each run's clock resolution, the coarsest power of ten (ns) that divides every start
-    and end of a sample of its kernels (1 when none does, as on nsys' nanosecond clock)."""
+    and end of its first :data:`TICK_SAMPLE` kernels (1 when none does, as on nsys' nanosecond clock)."""
     rows = []
-    for (run_id,), run in kernels.select("run_id", "start_ns", "end_ns").group_by(["run_id"], maintain_order=True):
+    for (run_id,), run in samples.group_by(["run_id"], maintain_order=True):
         stamps = np.concatenate([run["start_ns"].head(TICK_SAMPLE).to_numpy(),
                                  run["end_ns"].head(TICK_SAMPLE).to_numpy()])
         tick = next((p for p in POWERS if stamps.size and not np.any(stamps % p)), 1)
         rows.append((run_id, tick))
-    return pl.DataFrame(rows, schema={"run_id": kernels.schema["run_id"], "tick_ns": pl.Int64}, orient="row")
+    return pl.DataFrame(rows, schema={"run_id": samples.schema["run_id"], "tick_ns": pl.Int64}, orient="row")
+
+
+def clock_ticks(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, tick_ns`` of every run of ``kernels`` (:func:`ticks` of its :func:`tick_samples`)."""
+    return ticks(tick_samples(kernels))
 
 
 def floor(reference: pl.Expr) -> pl.Expr:

@@ -21,28 +21,42 @@ def _similarity(a: dict[object, float], b: dict[object, float]) -> float:
     return sum(min(a.get(k, 0.0), b.get(k, 0.0)) for k in keys) / most if most else 1.0
 
 
-def replica_groups(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``run_id, rank, replica``: ranks of a run with alike step bags share a ``replica`` number (the rank of
-    the group's first member). Ranks without normal steps each form their own group. ``kernels``: compute
-    kernels with ``run_id, rank, step, step_kind, key``."""
-    ranks = kernels.select("run_id", "rank").unique().sort("run_id", "rank")
+def step_bags(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, rank, key, per``: how many times each key runs in one normal step of each rank (its count over
+    the rank's normal steps, divided by their number). ``kernels``: compute kernels with ``run_id, rank, step,
+    step_kind, key``. A rank's bag is all :func:`groups` needs of it: ranks labelled apart send only this."""
     normal = kernels.filter(pl.col("step").is_not_null() & (pl.col("step_kind") != "isolated"))
     per_step = normal.group_by("run_id", "rank").agg(pl.col("step").n_unique().alias("_steps"))
-    bags = (normal.group_by("run_id", "rank", "key").len()
-            .join(per_step, on=["run_id", "rank"]).with_columns((pl.col("len") / pl.col("_steps")).alias("_per")))
+    return (normal.group_by("run_id", "rank", "key").len()
+            .join(per_step, on=["run_id", "rank"]).select("run_id", "rank", "key",
+                                                          (pl.col("len") / pl.col("_steps")).alias("per")))
+
+
+def groups(ranks: pl.DataFrame, bags: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, rank, replica`` for ``ranks`` (``run_id, rank``, each once) from their :func:`step_bags`: ranks of
+    a run with alike bags share a ``replica`` number (the rank of the group's first member, ranks taken in
+    order). Ranks without normal steps each form their own group."""
+    ranks = ranks.unique().sort("run_id", "rank")
     bag: dict[tuple, dict[object, float]] = {}
-    for run_id, rank, key, per in bags.select("run_id", "rank", "key", "_per").iter_rows():
+    for run_id, rank, key, per in bags.select("run_id", "rank", "key", "per").iter_rows():
         bag.setdefault((run_id, rank), {})[key] = per
     replica = []
     heads: dict[object, list[tuple[int, dict[object, float]]]] = {}  # each run's groups: (first rank, its bag)
     for run_id, rank in ranks.iter_rows():
         mine = bag.get((run_id, rank))
-        groups = heads.setdefault(run_id, [])
-        found = next((head for head, head_bag in groups if mine is not None and _similarity(mine, head_bag) >= ALIKE),
-                     None)
+        found_groups = heads.setdefault(run_id, [])
+        found = next((head for head, head_bag in found_groups
+                      if mine is not None and _similarity(mine, head_bag) >= ALIKE), None)
         if found is None:
             found = rank
             if mine is not None:
-                groups.append((rank, mine))
+                found_groups.append((rank, mine))
         replica.append(found)
     return ranks.with_columns(pl.Series("replica", replica, dtype=pl.Int32))
+
+
+def replica_groups(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, rank, replica``: ranks of a run with alike step bags share a ``replica`` number (the rank of
+    the group's first member). Ranks without normal steps each form their own group. ``kernels``: compute
+    kernels with ``run_id, rank, step, step_kind, key``."""
+    return groups(kernels.select("run_id", "rank"), step_bags(kernels))

@@ -26,53 +26,55 @@ none               nothing: no steps, and no unoverlapped instance of the key   
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from traceql.analyzers.baselines.correction import corrected_positions
 from traceql.analyzers.baselines.kinds import BORROWED, CLEAN, CONTAMINATED, CORRECTED, NONE
 from traceql.analyzers.baselines.replicas import replica_groups
-from traceql.analyzers.baselines.twins import twin_baselines
+from traceql.analyzers.baselines.sequences import canonical_steps, positions, step_sequences
 
 NEARLY_CLEAN = 0.1  # a position's shortest instance overlapped less than this is a fair reference
 PART = ["run_id", "replica"]  # the ranks that lend each other a reference
+POSITION = [*PART, "position"]
 KINDS = {"position": CLEAN, "position-min": CONTAMINATED, "key": BORROWED, "corrected": CORRECTED, "none": NONE}
+NARROW = ["run_id", "replica", "position", "key", "duration_ns", "comm_overlap_ns", "comm_overlap_frac"]
+STATS = ["position_clean_ns", "position_min_ns", "position_min_frac", "corrected_ns"]
 
 
-def self_positions(kernels: pl.DataFrame) -> pl.Series:
-    """``position``, for each row of ``kernels`` (with ``replica``): its place in its replicas' canonical
-    step (null outside the steps)."""
-    none = pl.repeat(None, kernels.height, dtype=pl.Int64, eager=True).alias("position")
-    if kernels["step"].is_null().all():
-        return none
-    aligned = twin_baselines(kernels, kernels, by=PART)
-    order = kernels["_row"].arg_sort().to_numpy()  # row ids are unique: each aligned row is found by search
-    at = order[np.searchsorted(kernels["_row"].to_numpy()[order], aligned["_row"].to_numpy())]
-    return none.scatter(at, aligned["twin_pos"])
+def placed(kernels: pl.DataFrame, replicas: pl.DataFrame, canonical: dict) -> pl.DataFrame:
+    """``kernels`` (compute, with ``_row``, ``key`` and steps) with their ``replica`` and ``position`` in their
+    replicas' canonical step (``sequences``)."""
+    replica = kernels.select("run_id", "rank").join(replicas, on=["run_id", "rank"], how="left",
+                                                    maintain_order="left")["replica"]
+    with_replica = kernels.with_columns(replica)
+    return with_replica.with_columns(positions(with_replica, canonical))
 
 
-def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``kernels`` (compute, with ``_row``, ``key``, steps and ``comm_overlap_ns``/``_frac``) plus the
-    estimates above, ``estimate_ns``, ``estimate_source`` and ``reference_kind``."""
+def estimate_stats(narrow: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """From :data:`NARROW` rows (every compute kernel of the ranks that lend each other a reference, in the
+    run's order), each position's statistics (``run_id, replica, position`` and :data:`STATS`) and each key's
+    (``run_id, replica, key, key_clean_ns``). Rows of ranks read apart, concatenated in rank order, give what
+    the whole run gives."""
     clean = pl.col("comm_overlap_ns") == 0
     dur = pl.col("duration_ns").cast(pl.Float64)
-    replicas = kernels.select("run_id", "rank").join(replica_groups(kernels), on=["run_id", "rank"], how="left",
-                                                     maintain_order="left")["replica"]
-    slim = kernels.select("_row", "run_id", "rank", "step", "step_kind", "key", "launch_ns", "start_ns",
-                          "duration_ns").with_columns(replicas)
-    narrow = kernels.select("run_id", "key", "duration_ns", "comm_overlap_ns", "comm_overlap_frac").with_columns(
-        replicas, self_positions(slim))  # the windows run on these columns alone: the wide frame is never copied
-    pos = [*PART, "position"]
-    stepped = pl.col("position").is_not_null()
-    stats = narrow.with_columns(
-        pl.when(stepped).then(dur.filter(clean).median().over(pos)).alias("position_clean_ns"),
-        pl.when(stepped).then(dur.min().over(pos)).alias("position_min_ns"),
-        pl.when(stepped).then(pl.col("comm_overlap_frac").min().over(pos)).alias("position_min_frac"),
-        dur.filter(clean).median().over(*PART, "key").alias("key_clean_ns"),
-    )
-    stats = stats.join(corrected_positions(stats), on=pos, how="left", maintain_order="left")
-    out = kernels.with_columns(stats.select("replica", "position", "position_clean_ns", "position_min_ns",
-                                            "position_min_frac", "key_clean_ns", "corrected_ns"))
+    stepped = narrow.filter(pl.col("position").is_not_null())
+    stats = stepped.group_by(POSITION, maintain_order=True).agg(
+        dur.filter(clean).median().alias("position_clean_ns"), dur.min().alias("position_min_ns"),
+        pl.col("comm_overlap_frac").min().alias("position_min_frac"))
+    dirty = stats.filter(pl.col("position_clean_ns").is_null()).select(POSITION)  # every instance overlapped
+    rows = stepped.join(dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
+        pl.lit(None, pl.Float64).alias("position_clean_ns"))
+    stats = stats.join(corrected_positions(rows), on=POSITION, how="left", maintain_order="left")
+    keys = narrow.group_by([*PART, "key"], maintain_order=True).agg(dur.filter(clean).median().alias("key_clean_ns"))
+    return stats, keys
+
+
+def with_estimates(kernels: pl.DataFrame, stats: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` (:func:`placed`) plus the statistics of their position and key (:func:`estimate_stats`),
+    ``estimate_ns``, ``estimate_source`` and ``reference_kind``."""
+    joined = kernels.select(*PART, "position", "key").join(stats, on=POSITION, how="left", maintain_order="left") \
+        .join(keys, on=[*PART, "key"], how="left", maintain_order="left", nulls_equal=True)
+    out = kernels.with_columns(joined.select(*STATS, "key_clean_ns"))
     choices = [("position", pl.col("position_clean_ns")),
                ("position-min", pl.when(pl.col("position_min_frac") < NEARLY_CLEAN).then(pl.col("position_min_ns"))),
                ("key", pl.col("key_clean_ns")),
@@ -84,3 +86,13 @@ def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.coalesce(*(v for _, v in choices)).alias("estimate_ns"),
                             source.alias("estimate_source")).with_columns(
         pl.col("estimate_source").replace_strict(KINDS, return_dtype=pl.String).alias("reference_kind"))
+
+
+def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` (compute, with ``_row``, ``key``, steps and ``comm_overlap_ns``/``_frac``) plus the
+    estimates above, ``estimate_ns``, ``estimate_source`` and ``reference_kind``: the whole run at once."""
+    replicas = replica_groups(kernels)
+    slim = kernels.select("_row", "run_id", "rank", "step", "step_kind", "key", "launch_ns", "start_ns")
+    canonical = canonical_steps(step_sequences(slim), replicas)
+    out = placed(kernels, replicas, canonical)
+    return with_estimates(out, *estimate_stats(out.select(NARROW)))

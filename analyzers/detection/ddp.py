@@ -14,24 +14,37 @@ import polars as pl
 SHAPE = r" g[0-9x]+ b[0-9x]+$"  # the grid and block that end a kernel key
 
 
-def bucket_copies(kernels: pl.DataFrame) -> pl.Series:
-    """For each row of ``kernels`` (all kinds, with ``key``, ``kind`` and ``launch_ns``): is it a DDP bucket
-    copy? Launch order is the API calls' (the GPU start where no call was recorded). Works on integer ids
-    (run, kernel name without its shape), so that millions of kernels cost a few narrow columns."""
+def _rows(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Each kernel's run, rank, kind flags, launch time and name without its shape (found once per key)."""
     keys = kernels.select(pl.col("key").unique().drop_nulls())
-    names = keys.with_columns(pl.col("key").cast(pl.String).str.replace(SHAPE, "").rank("dense").cast(pl.Int64)
-                              .alias("_name"))
-    rows = kernels.select(
-        pl.col("run_id").rank("dense").alias("_run"), "rank", "key", (pl.col("kind") == "comm").alias("_comm"),
+    names = keys.with_columns(pl.col("key").cast(pl.String).str.replace(SHAPE, "").alias("_name"))
+    return kernels.select(
+        "run_id", "rank", "key", (pl.col("kind") == "comm").alias("_comm"),
         (pl.col("kind") == "compute").alias("_compute"), pl.coalesce("launch_ns", "start_ns").alias("_at"),
         "start_ns",
     ).join(names, on="key", how="left", maintain_order="left").drop("key")
-    ordered = rows.sort("_run", "rank", "_at", "start_ns", maintain_order=True)
-    same_rank = (pl.col("_run") == pl.col("_run").shift(1)) & (pl.col("rank") == pl.col("rank").shift(1))
+
+
+def copy_names(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, name``: the kernel names (without shape) that DDP's copies run under, in each run: those of the
+    compute kernels launched right before a communication kernel of the same rank. The names of a run's
+    ranks read apart, put together, are the run's."""
+    ordered = _rows(kernels).sort("run_id", "rank", "_at", "start_ns", maintain_order=True)
+    same_rank = (pl.col("run_id") == pl.col("run_id").shift(1)) & (pl.col("rank") == pl.col("rank").shift(1))
     feeds = (pl.col("_comm") & pl.col("_compute").shift(1) & same_rank).fill_null(False)
-    copies = (ordered.with_columns(pl.col("_name").shift(1).alias("_before"), feeds.alias("_feeds"))
-              .filter("_feeds").select("_run", pl.col("_before").alias("_name")).unique()
-              .with_columns(pl.lit(True).alias("_copy")))
-    marked = rows.select("_run", "_name", "_compute").join(copies, on=["_run", "_name"], how="left",
-                                                             maintain_order="left")
+    return (ordered.with_columns(pl.col("_name").shift(1).alias("_before"), feeds.alias("_feeds"))
+            .filter("_feeds").select("run_id", pl.col("_before").alias("name")).unique(maintain_order=True))
+
+
+def mark_copies(kernels: pl.DataFrame, names: pl.DataFrame) -> pl.Series:
+    """For each row of ``kernels``: is it a compute kernel under one of its run's DDP copy ``names``?"""
+    copies = names.select("run_id", pl.col("name").alias("_name"), pl.lit(True).alias("_copy")).unique()
+    marked = _rows(kernels).select("run_id", "_name", "_compute").join(copies, on=["run_id", "_name"], how="left",
+                                                                        maintain_order="left")
     return (marked["_copy"].fill_null(False) & marked["_compute"]).alias("ddp_copy")
+
+
+def bucket_copies(kernels: pl.DataFrame) -> pl.Series:
+    """For each row of ``kernels`` (all kinds, with ``key``, ``kind`` and ``launch_ns``): is it a DDP bucket
+    copy? Launch order is the API calls' (the GPU start where no call was recorded)."""
+    return mark_copies(kernels, copy_names(kernels))
