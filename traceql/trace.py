@@ -13,7 +13,8 @@ import pyarrow.dataset  # noqa: F401 - loaded now: DuckDB imports it mid-query, 
 from traceql import sources
 from traceql.errors import QueryError
 from traceql.model import activities, engine, schema
-from traceql.sources import inputs
+from traceql.sources import inputs, shards
+from traceql.sources.shards import Shard
 
 
 def _query_error(exc: duckdb.Error) -> QueryError:
@@ -168,21 +169,22 @@ class Trace:
         return f"Trace({', '.join(str(p) for p in self.paths)})"
 
 
-def read_trace(paths: str | Path | Sequence[str | Path] | None = None) -> Trace:
+def read_trace(paths: str | Path | Sequence[str | Path] | None = None, *, shard: Shard | None = None) -> Trace:
     """Open trace files (or folders of them) as one normalized :class:`Trace`.
 
     With no paths, the embedded default trace shipped in ``datasets/``. Files that each hold one rank
     and carry it in their name (``*_rank0.sqlite``, ``*_rank1.sqlite``) form one run; a file with one
-    process per GPU gives its ranks in process order. Inputs are opened read-only.
+    process per GPU gives its ranks in process order. Inputs are opened read-only. With ``shard``
+    (``traceql.sources.shards``), that part of a run alone, as it is in its run.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    checked = inputs.resolve(list(paths) if paths else None)
+    checked = list(shard.files) if shard is not None else inputs.resolve(list(paths) if paths else None)
     con = engine.connect()
     try:
         engine.create_relations(con)
         model = engine.Model(con)
-        notes = sources.load(model, checked)
+        notes = shards.load(model, shard) if shard is not None else sources.load(model, checked)
         frames, dropped = activities.finish(model)
     except BaseException:
         con.close()

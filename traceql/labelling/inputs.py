@@ -14,6 +14,7 @@ from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
 from traceql.sources import inputs
 from traceql.sources.ncu import read_ncu
+from traceql.sources.shards import Shard
 from traceql.trace import read_trace
 
 
@@ -51,9 +52,10 @@ class Baseline:
         return self.kernels["signature"].unique()
 
 
-def read_timeline(paths: str | Path | Sequence[str | Path] | None) -> Timeline:
-    """Read the timeline of a trace (files or folders; the embedded example when None)."""
-    with read_trace(paths) as trace:
+def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Shard | None = None) -> Timeline:
+    """Read the timeline of a trace (files or folders; the embedded example when None), or of one ``shard``
+    of a run (``traceql.sources.shards``)."""
+    with read_trace(paths, shard=shard) as trace:
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                         trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
                         trace.relation("steps"))

@@ -24,6 +24,7 @@ from traceql.sources.inputs import InputFile
 from traceql.sources.json_stream import BOM
 from traceql.sources.kineto_decode import decode
 from traceql.sources.kineto_events import GPU_INTS, stream
+from traceql.sources.kineto_plan import RunPlan, plan  # noqa: F401 - the reader's plan: sources.shards asks it
 from traceql.sources.ranks import MAX_RANK, name_rank_note, rank_from_name, run_name, valid_rank
 
 FORMAT = "kineto-json"
@@ -235,13 +236,18 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> tuple[list[tup
     return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)], notes  # type: ignore[misc]
 
 
-def load(model: Model, files: list[InputFile]) -> list[str]:
+def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None) -> list[str]:
     """Put Kineto traces into the model: each run's files are parsed (:func:`parse`) and loaded as its ranks;
-    the warnings on what could not be used are returned."""
+    the warnings on what could not be used are returned. With ``run_plan`` (``kineto_plan``), ``files`` are some
+    traces of its run, given the run's ranks."""
     notes: list[str] = []
     for run, group in by_run(files).items():
         parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
-        assigned, said = assign(parsed, run)
+        if run_plan is None:
+            assigned, said = assign(parsed, run)
+        else:
+            assigned = [(kf, *run_plan.ranks[kf.path]) for kf in parsed]
+            said = [n for kf in parsed for n in run_plan.notes.get(kf.path, [])]
         notes += said
         for kf, run_id, rank, how in assigned:
             _load_file(model, kf, run_id, rank, how)

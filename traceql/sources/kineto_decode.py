@@ -112,6 +112,36 @@ def decode(path: Path) -> Columns | None:
         return None
 
 
+PEEK_BYTES = 1 << 20  # a trace's metadata before its events: torch.profiler writes far less
+
+
+def peek_meta(path: Path) -> dict[str, Any] | None:
+    """The metadata keys of a trace that come before its events (read from its first bytes alone, decoded as
+    :func:`decode` decodes them), when ``distributedInfo`` is among them; else None (it may follow the
+    events: only the whole file tells)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(2)
+            fh.seek(0)
+            if raw == b"\x1f\x8b":
+                with gzip.open(fh) as text:
+                    head = text.read(PEEK_BYTES)
+            else:
+                head = fh.read(PEEK_BYTES)
+    except (OSError, EOFError, ValueError, zlib.error):
+        return None
+    at = head.find(KEY)
+    if at < 0:
+        return None
+    prefix = head[:at].removeprefix(BOM).rstrip()
+    try:  # the object cut where its events begin, closed: it decodes only if the key was a top-level one
+        trace = _TRACE.decode(prefix.removesuffix(b",") + b"}")
+    except (msgspec.MsgspecError, ValueError, RecursionError):
+        return None
+    meta = {k: v for k in META_KEYS if (v := getattr(trace, k)) is not UNSET}
+    return meta if "distributedInfo" in meta else None
+
+
 def _repeated(data: bytes | bytearray, trace: _Trace) -> bool:
     """Whether the document names traceEvents twice (or as a key inside some value): searched for up to the
     first field of the array decoded, which the last traceEvents key precedes."""

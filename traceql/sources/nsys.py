@@ -16,11 +16,13 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from traceql.errors import InputError
 from traceql.model.engine import Model
 from traceql.sources import by_run, sqlite_header
 from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, fail
 from traceql.sources.nsys_kernels import launches, read_kernels, rows
+from traceql.sources.nsys_plan import RunPlan, offsets, plan  # noqa: F401 - the reader's plan: sources.shards asks it
 from traceql.sources.ranks import RankAssignment, assign_ranks, name_rank_note, name_without_rank, rank_from_name
 
 FORMAT = "nsys-sqlite"
@@ -159,9 +161,9 @@ def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFram
 
 
 def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
-              kernels: dict[str, pl.DataFrame]) -> None:
+              kernels: dict[str, pl.DataFrame], offset: dict[Path, int]) -> None:
     """Put the attached exports of one run (their kernels already read, by alias) into the model, with
-    ranks as assigned."""
+    ranks as assigned and their clock offsets."""
     con = model.con
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
     con.execute("DELETE FROM _rankmap")
@@ -170,8 +172,6 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
         "INSERT INTO _rankmap VALUES (?, ?, ?, ?)",
         [(by_path[r.path].alias, r.pid, r.run_id, r.rank) for r in ranks],
     )
-    starts = [f.session_start_ns for f in files if f.session_start_ns is not None]
-    offset = {f.path: f.session_start_ns - min(starts) if f.session_start_ns is not None else 0 for f in files}
     con.executemany(
         "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?)",
         [(r.run_id, r.rank, str(r.path), (r.pid >> 24) & 0xFFFFFF, r.rank_from, offset[r.path]) for r in ranks],
@@ -194,9 +194,23 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             raise fail(f.path, exc) from exc
 
 
-def load(model: Model, files: list[InputFile]) -> list[str]:
+def _ranks(run_plan: RunPlan | None, files: list[NsysFile], run: str | None) -> tuple[list[RankAssignment],
+                                                                             dict[Path, int]]:
+    """The ranks and clock offsets of a run's attached exports: as their plan says (some of the run's exports
+    read alone), else from them all."""
+    if run_plan is None:
+        return assign_ranks({f.path: f.pids for f in files}, run), offsets(files)
+    mine = [r for f in files for r in run_plan.of(f.path)]
+    for f in files:
+        if sorted(r.pid for r in run_plan.of(f.path)) != f.pids:
+            raise InputError("its processes changed while it was read (a file being written?)", path=str(f.path))
+    return mine, run_plan.offsets
+
+
+def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None) -> list[str]:
     """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached. An export
-    in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said."""
+    in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said.
+    With ``run_plan`` (``nsys_plan``), ``files`` are some exports of its run, given the run's ranks and offsets."""
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
         for run, group in by_run(files).items():
@@ -212,7 +226,8 @@ def load(model: Model, files: list[InputFile]) -> list[str]:
                     attached.append(attach(model.con, f.path, f"src{i}", read_from=copy, scratch=Path(scratch)))
                     kernels[attached[-1].alias], said = read_kernels(model.con, attached[-1])
                     notes += attached[-1].notes + said + [n for n in [name_rank_note(f.path)] if n]
-                _load_run(model, attached, assign_ranks({f.path: f.pids for f in attached}, run), kernels)
+                ranks, offset = _ranks(run_plan, attached, run)
+                _load_run(model, attached, ranks, kernels, offset)
             finally:
                 for f in attached:
                     model.con.execute(f"DETACH {f.alias}")

@@ -43,6 +43,12 @@ READ_ERRORS = (duckdb.Error, RuntimeError, UnicodeDecodeError)
 FOUND = re.compile(r'found ".*" (?=of type)', re.DOTALL)
 
 
+def empty_kernels(path: Path) -> SchemaError:
+    """The export recorded no kernel: its capture range never started."""
+    return SchemaError(f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
+                       "(cudaProfilerStart / --capture-range) before the program exited?", path=str(path))
+
+
 def _message(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, (bytes, bytearray)):
         text = bytes(exc.object).decode("utf-8", errors="replace")

@@ -11,9 +11,8 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from traceql.errors import SchemaError
 from traceql.model.names import collective_expr, kind_expr
-from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, fail
+from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, empty_kernels, fail
 
 
 def launches(f: NsysFile) -> tuple[str, str]:
@@ -102,9 +101,5 @@ def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> tuple[pl.DataFr
         raise fail(f.path, exc) from exc
     f.pids = kernels["pid"].unique().sort().to_list()
     if not f.pids:
-        raise SchemaError(
-            f"the {KERNEL_TABLE} table is empty: did the capture range ever start "
-            "(cudaProfilerStart / --capture-range) before the program exited?",
-            path=str(f.path),
-        )
+        raise empty_kernels(f.path)
     return kernels.drop("_unknown"), notes

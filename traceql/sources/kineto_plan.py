@@ -1,0 +1,46 @@
+"""The plan of a torch.profiler run read one trace at a time: every trace's rank and the run's id, from each
+trace's metadata alone (``distributedInfo``, read from the first bytes where it comes before the events).
+
+Reading the traces of a run one by one with their plan gives each the rank and run id the whole run read at
+once gives it (``kineto.load``), and the same warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from traceql.sources import by_run
+from traceql.sources.inputs import InputFile
+from traceql.sources.kineto_decode import decode, peek_meta
+from traceql.sources.kineto_events import stream
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Each trace's run id, rank and how its rank is known, and the warnings its rank gave."""
+
+    ranks: dict[Path, tuple[str, int, str]]
+    notes: dict[Path, list[str]] = field(default_factory=dict)
+
+
+def _meta(path: Path) -> dict:
+    """A trace's metadata: from its first bytes, else from the whole file."""
+    peeked = peek_meta(path)
+    return peeked if peeked is not None else (decode(path) or stream(path)).meta
+
+
+def plan(files: list[InputFile]) -> list[tuple[list[InputFile], RunPlan]]:
+    """Each run of ``files`` (grouped as :func:`traceql.sources.kineto.load` groups them) and its plan."""
+    from traceql.sources.kineto import KinetoFile, assign  # the reader imports this module
+
+    out = []
+    empty = pl.DataFrame()
+    for run, group in by_run(files).items():
+        light = [KinetoFile(f.path, _meta(f.path), empty, empty, empty) for f in group]
+        assigned, _ = assign(light, run)
+        notes = {kf.path: [n for n in [kf.rank()[2]] if n] for kf in light}
+        out.append((group, RunPlan({kf.path: (run_id, rank, how) for kf, run_id, rank, how in assigned}, notes)))
+    return out

@@ -1,0 +1,60 @@
+"""A run read a part at a time: each of its trace files on its own, with the ranks, run id and clock offset the
+whole run read at once would give it.
+
+    parts = shards(["runs/gpt2-32rank"])       # one per rank file, or None where a run cannot be split
+    with read_trace(shard=parts[3]) as trace:  # that rank alone, as it is in its run
+        ...
+
+A reader that can split its runs declares ``plan(files)``: each run of its files (grouped as its ``load``
+groups them) with the plan of that run, which ``load(model, files, plan)`` then follows for any of the run's
+files (``nsys_plan``, ``kineto_plan``). A run of one file is one shard: it is read whole, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traceql import sources
+from traceql.sources import inputs
+from traceql.sources.inputs import InputFile
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Trace files of one run, read together and apart from the rest of the run, as the run's ``plan`` says."""
+
+    files: tuple[InputFile, ...]
+    plan: Any
+    fmt: str
+
+    @property
+    def name(self) -> str:
+        return ", ".join(str(f.path) for f in self.files)
+
+    def size(self) -> int:
+        """The shard's bytes on disk (what reading it costs, roughly)."""
+        return sum(f.path.stat().st_size for f in self.files)
+
+
+def shards(paths: str | Path | Sequence[str | Path] | None) -> list[Shard] | None:
+    """The shards of the inputs of one run (files or folders; None: the embedded example), one per trace file in
+    the order the run reads them; None where the run cannot be read a part at a time: files of several
+    formats, Nsight Compute metrics among them, or a format whose reader makes no plan."""
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    files = inputs.resolve(given or None)
+    formats = {f.fmt for f in files}
+    if len(formats) != 1:
+        return None
+    fmt = formats.pop()
+    reader = sources.reader(fmt)
+    if not hasattr(reader, "plan"):
+        return None
+    return [Shard((f,), run_plan, fmt) for group, run_plan in reader.plan(files) for f in group]
+
+
+def load(model: Any, shard: Shard) -> list[str]:
+    """Put one shard into ``model`` through its reader (``sources.load`` for a whole run); its notes."""
+    return sources.reader(shard.fmt).load(model, list(shard.files), shard.plan) or []
