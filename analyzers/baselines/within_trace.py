@@ -26,6 +26,8 @@ none               nothing: no steps, and no unoverlapped instance of the key   
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from traceql.analyzers.baselines.correction import corrected_positions
@@ -50,23 +52,51 @@ def placed(kernels: pl.DataFrame, replicas: pl.DataFrame, canonical: dict) -> pl
     return with_replica.with_columns(positions(with_replica, canonical))
 
 
-def estimate_stats(narrow: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """From :data:`NARROW` rows (every compute kernel of the ranks that lend each other a reference, in the
-    run's order), each position's statistics (``run_id, replica, position`` and :data:`STATS`) and each key's
-    (``run_id, replica, key, key_clean_ns``). Rows of ranks read apart, concatenated in rank order, give what
-    the whole run gives."""
-    clean = pl.col("comm_overlap_ns") == 0
-    dur = pl.col("duration_ns").cast(pl.Float64)
+@dataclass
+class StatParts:
+    """What a rank gives the run's position and key statistics: its unoverlapped kernels (``clean``: their
+    durations make the medians), each position's shortest instance and least overlap (``mins``), and the
+    instances of the positions it never ran unoverlapped (``dirty``: the correction's points)."""
+
+    clean: pl.DataFrame
+    mins: pl.DataFrame
+    dirty: pl.DataFrame
+
+
+def stat_parts(narrow: pl.DataFrame) -> StatParts:
+    """A rank's (or a run's) :class:`StatParts`, from its :data:`NARROW` rows."""
+    narrow = narrow.with_columns(pl.col("run_id").cast(pl.Categorical))  # one run id repeated: a dictionary
+    clean = narrow.filter(pl.col("comm_overlap_ns") == 0).select(*PART, "position", "key", "duration_ns")
     stepped = narrow.filter(pl.col("position").is_not_null())
-    stats = stepped.group_by(POSITION, maintain_order=True).agg(
-        dur.filter(clean).median().alias("position_clean_ns"), dur.min().alias("position_min_ns"),
-        pl.col("comm_overlap_frac").min().alias("position_min_frac"))
+    mins = stepped.group_by(POSITION, maintain_order=True).agg(
+        pl.col("duration_ns").min().alias("_min"), pl.col("comm_overlap_frac").min().alias("_frac"))
+    seen = clean.filter(pl.col("position").is_not_null()).select(POSITION).unique()
+    dirty = stepped.join(seen, on=POSITION, how="anti", maintain_order="left").select(
+        *POSITION, "duration_ns", "comm_overlap_ns", "comm_overlap_frac")
+    return StatParts(clean, mins, dirty)
+
+
+def estimate_stats(parts: list[StatParts]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each position's statistics (``run_id, replica, position`` and :data:`STATS`) and each key's (``run_id,
+    replica, key, key_clean_ns``), from the :func:`stat_parts` of a run's ranks in the run's order (or of the
+    whole run at once: the same figures)."""
+    dur = pl.col("duration_ns").cast(pl.Float64)
+    clean = pl.concat([p.clean for p in parts], how="vertical_relaxed")
+    medians = clean.filter(pl.col("position").is_not_null()).group_by(POSITION).agg(
+        dur.median().alias("position_clean_ns"))
+    stats = pl.concat([p.mins for p in parts], how="vertical_relaxed").group_by(POSITION, maintain_order=True).agg(
+        pl.col("_min").min().cast(pl.Float64).alias("position_min_ns"),
+        pl.col("_frac").min().alias("position_min_frac"),
+    ).join(medians, on=POSITION, how="left", maintain_order="left")
     dirty = stats.filter(pl.col("position_clean_ns").is_null()).select(POSITION)  # every instance overlapped
-    rows = stepped.join(dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
+    rows = pl.concat([p.dirty for p in parts], how="vertical_relaxed").join(
+        dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
         pl.lit(None, pl.Float64).alias("position_clean_ns"))
     stats = stats.join(corrected_positions(rows), on=POSITION, how="left", maintain_order="left")
-    keys = narrow.group_by([*PART, "key"], maintain_order=True).agg(dur.filter(clean).median().alias("key_clean_ns"))
-    return stats, keys
+    keys = clean.group_by([*PART, "key"]).agg(dur.median().alias("key_clean_ns"))
+    as_text = pl.col("run_id").cast(pl.String)
+    return (stats.with_columns(as_text).select(*POSITION, *STATS),
+            keys.with_columns(as_text))
 
 
 def with_estimates(kernels: pl.DataFrame, stats: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
@@ -95,4 +125,4 @@ def within_trace_estimates(kernels: pl.DataFrame) -> pl.DataFrame:
     slim = kernels.select("_row", "run_id", "rank", "step", "step_kind", "key", "launch_ns", "start_ns")
     canonical = canonical_steps(step_sequences(slim), replicas)
     out = placed(kernels, replicas, canonical)
-    return with_estimates(out, *estimate_stats(out.select(NARROW)))
+    return with_estimates(out, *estimate_stats([stat_parts(out.select(NARROW))]))

@@ -26,15 +26,14 @@ FEATURES = ["log_ratio", "log_key_ratio", "log_min_ratio", "log_duration"]  # wh
 COLUMNS = [*FEATURES, "comm_overlap_frac", "no_reference", "clean_reference"]  # what the detector reads
 
 
-def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
-    """Add the estimates and the detector's :data:`COLUMNS` to compute kernels with ``_row``, ``key``, steps,
-    ``comm_overlap_ns``/``_frac`` and ``ddp_copy``."""
+def features_of(estimates: pl.DataFrame) -> pl.DataFrame:
+    """Add the detector's :data:`COLUMNS` to compute kernels that carry their estimates
+    (``baselines.within_trace``) and ``ddp_copy``."""
     dur = pl.col("duration_ns").cast(pl.Float64).clip(lower_bound=1.0)
 
     def log_ratio(col: str) -> pl.Expr:
         return (dur / pl.col(col).clip(lower_bound=1.0)).log()
 
-    estimates = within_trace_estimates(overlap)
     return estimates.with_columns(floor(pl.col("estimate_ns")).alias("estimate_ns")).with_columns(
         log_ratio("estimate_ns").alias("log_ratio"),
         log_ratio("key_clean_ns").fill_null(0.0).alias("log_key_ratio"),
@@ -43,3 +42,9 @@ def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
         (pl.col("estimate_ns").is_null() | pl.col("ddp_copy")).cast(pl.Float64).alias("no_reference"),
         (pl.col("reference_kind") == CLEAN).cast(pl.Float64).alias("clean_reference"),
     )
+
+
+def feature_table(overlap: pl.DataFrame) -> pl.DataFrame:
+    """Add the estimates and the detector's :data:`COLUMNS` to compute kernels with ``_row``, ``key``, steps,
+    ``comm_overlap_ns``/``_frac`` and ``ddp_copy``: the whole run at once."""
+    return features_of(within_trace_estimates(overlap))

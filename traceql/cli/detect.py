@@ -62,7 +62,7 @@ def detect(
     for text in result.notes:
         note(text)
     if out is not None:
-        note(f"wrote {result.kernels.height} kernel rows to {out}")
+        note(f"wrote {result.compute_kernels()} kernel rows to {out}")
     if fmt is Format.json:
         emit_json(result.to_dict())
     else:

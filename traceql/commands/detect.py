@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,12 +10,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceql.errors import TraceqlError
-from traceql.export.files import format_for, write_frame
+from traceql.export.files import format_for, write_frame, write_frames
 from traceql.labelling.inputs import Baseline, read_metrics
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import Request, request
-from traceql.labelling.result import DetectResult, merge
-from traceql.parallel import Progress, check, disk_bytes, iter_tasks
+from traceql.labelling.result import DetectResult, StoredRows, merge
+from traceql.parallel import Pool, Progress, check, disk_bytes
+from traceql.sources.shards import shards
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector
@@ -35,9 +35,10 @@ class Labelling:
     metrics: pl.DataFrame | None
 
 
-def label_run(paths: list[Path] | None, how: Labelling) -> DetectResult:
-    """One run: its timeline read, labelled (a task of :func:`traceql.parallel.iter_tasks`)."""
-    return how.request.label(paths, how.baseline, top=how.top, detector=how.detector, metrics=how.metrics)[1]
+def label_run(item: tuple[int, list[Path] | None], how: Labelling) -> DetectResult:
+    """One run (its place, its inputs): its timeline read whole, labelled (a task of
+    :class:`traceql.parallel.Pool`)."""
+    return how.request.label(item[1], how.baseline, top=how.top, detector=how.detector, metrics=how.metrics)[1]
 
 
 def _run_name(paths: list[Path] | None) -> str:
@@ -73,7 +74,9 @@ def detect(
 
     Runs given together (``traceql.sources.runs``) are each labelled on their own, then merged: in ``workers``
     local processes, or on the Dask scheduler at ``scheduler``, when asked (``traceql.parallel``);
-    ``progress(done, total, run)`` follows them.
+    ``progress(done, total, run)`` follows them. A run of several rank files is labelled a rank at a time
+    (``traceql.labelling.by_rank``: one rank's kernels in memory at once, the ranks spread over the workers);
+    its rows are then stored on disk (:class:`StoredRows`) and read when asked for.
     """
     check(workers, scheduler)
     out_format = format_for(out) if out is not None else None
@@ -81,14 +84,29 @@ def detect(
                   outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None
     how = Labelling(req, req.read_baseline(), top, detector, ncu)
-    results = []
-    with closing(iter_tasks(label_run, req.runs(), common=how, workers=workers, scheduler=scheduler, name=_run_name,
-                            progress=progress, cost=disk_bytes)) as labelled:
-        for _, res in labelled:
+    runs = req.runs()
+    # a run of several rank files is labelled a rank at a time (its Nsight Compute metrics join the whole run)
+    split = {i: parts for i, run in enumerate(runs) if ncu is None and (parts := shards(run)) and len(parts) > 1}
+    results: list[DetectResult | None] = [None] * len(runs)
+    with Pool(workers, scheduler) as pool:
+        whole = [(i, run) for i, run in enumerate(runs) if i not in split]
+        for (i, _), res in pool.map(label_run, whole, common=how, name=lambda item: _run_name(item[1]),
+                                    progress=progress if not split else None, cost=lambda item: disk_bytes(item[1])):
             if isinstance(res, TraceqlError):
                 raise res  # the first run that failed, in the order given: the others are cancelled
-            results.append(res)
-    result = merge(results, top=top)
+            results[i] = res
+        for i, parts in split.items():
+            results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
+                                           progress=progress)
+    result = merge([r for r in results if r is not None], top=top)
     if out is not None:
-        write_frame(result.kernels, Path(out), out_format)
+        write_rows(result, Path(out), out_format)
     return result
+
+
+def write_rows(result: DetectResult, path: Path, fmt: str) -> None:
+    """The result's rows to ``path``: at once, or a rank at a time where they were stored that way."""
+    if isinstance(result.rows, StoredRows):
+        write_frames(result.rows.parts(), path, fmt)
+    else:
+        write_frame(result.rows, path, fmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -104,3 +104,33 @@ def write_frame(df: pl.DataFrame, path: Path, fmt: str) -> None:
     """Write a frame to ``path`` atomically in ``fmt``."""
     data = frame_bytes(df, fmt)
     atomic_write(path, lambda fh: fh.write(data))
+
+
+def write_frames(parts: Iterable[pl.DataFrame], path: Path, fmt: str) -> None:
+    """Write frames of one schema one after another to ``path`` atomically in ``fmt``, as one table, holding one
+    part at a time (parquet: a row group each; csv: one header; json: one list of records)."""
+    import pyarrow.parquet as pq
+
+    def write(fh: IO[bytes]) -> None:
+        writer, first = None, True
+        if fmt == "json":
+            fh.write(b"[")
+        for part in parts:
+            if fmt == "parquet":
+                table = _writable(part, fmt).to_arrow()
+                writer = writer or pq.ParquetWriter(fh, table.schema)
+                writer.write_table(table)
+            elif fmt == "csv":
+                buf = io.BytesIO()
+                _writable(part, fmt).write_csv(buf, include_header=first)
+                fh.write(buf.getvalue())
+                first = False
+            elif records := frame_bytes(part, "json").strip()[1:-1]:
+                fh.write((b"" if first else b",") + records)
+                first = False
+        if fmt == "json":
+            fh.write(b"]\n")
+        if writer is not None:
+            writer.close()
+
+    atomic_write(path, write)

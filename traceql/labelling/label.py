@@ -24,7 +24,7 @@ from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_
 from traceql.analyzers.breakdown import rank_breakdown
 from traceql.analyzers.cases import top_signatures
 from traceql.analyzers.compat import hta_view
-from traceql.analyzers.detection.ddp import bucket_copies
+from traceql.analyzers.detection.ddp import copy_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, feature_table
 from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from traceql.analyzers.detection.labels import PAIRED_FACTOR, detector_labels, paired_labels, with_scores
@@ -61,23 +61,46 @@ def _no_kernels(timeline: Timeline) -> DetectResult:
     return empty_result(timeline.ranks, "no GPU kernels in this trace (a run on CPU?): nothing to label")
 
 
-def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
-    """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
-    kernels outside isolated steps: those are a reference, hidden from it)."""
-    overlap = comm_overlap(kernels.with_columns(bucket_copies(kernels))).with_row_index("_row").join(
-        clock_ticks(kernels), on="run_id", how="left", maintain_order="left")
-    isolated = _isolated(overlap)
+def prepared(kernels: pl.DataFrame, copies: pl.DataFrame | None = None,
+             ticks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The compute kernels of ``kernels`` with their overlap, ``ddp_copy`` (names of the run's DDP copies:
+    ``copies``, else found in ``kernels``), a row id ``_row`` and their run's clock ``tick_ns`` (``ticks``,
+    else read from ``kernels``)."""
+    copies = copy_names(kernels) if copies is None else copies
+    ticks = clock_ticks(kernels) if ticks is None else ticks
+    return comm_overlap(kernels.with_columns(mark_copies(kernels, copies))).with_row_index("_row").join(
+        ticks, on="run_id", how="left", maintain_order="left")
+
+
+def feature_inputs(overlap: pl.DataFrame) -> pl.DataFrame:
+    """What the features are computed from: the narrow columns of the kernels outside isolated steps (those are
+    a reference, hidden from the detector)."""
     inputs = overlap.select(FEATURE_INPUTS)  # narrow: millions of rows are filtered and joined on few columns
-    features = feature_table(inputs.filter(~isolated) if isolated.any() else inputs)
+    isolated = _isolated(overlap)
+    return inputs.filter(~isolated) if isolated.any() else inputs
+
+
+def scored(overlap: pl.DataFrame, features: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """The prepared kernels with the features of those outside isolated steps and their score by the fitted
+    ``model`` (null where it judges none: isolated steps, no feature)."""
     if features.is_empty():  # every compute kernel is in an isolated step: nothing to fit the detector on
         added = features.with_columns(pl.lit(None, pl.Float64).alias("score"))
     else:
-        model.fit(features.select(COLUMNS).to_numpy())
         added = with_scores(features, model)
     added = added.drop(FEATURE_INPUTS[1:])
-    if isolated.any():  # the isolated steps' rows get nulls
+    if _isolated(overlap).any():  # the isolated steps' rows get nulls
         added = overlap.select("_row").join(added, on="_row", how="left", maintain_order="left")
     return overlap.with_columns(added.drop("_row"))
+
+
+def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+    """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
+    kernels outside isolated steps: those are a reference, hidden from it)."""
+    overlap = prepared(kernels)
+    features = feature_table(feature_inputs(overlap))
+    if not features.is_empty():
+        model.fit(features.select(COLUMNS).to_numpy())
+    return scored(overlap, features, model)
 
 
 def _isolated(scored: pl.DataFrame) -> pl.Series:
@@ -89,15 +112,17 @@ def _own(rows: pl.DataFrame) -> pl.DataFrame:
     return no_baseline(rows, REFERENCE)
 
 
-def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> tuple[pl.DataFrame, float, list[str]]:
-    rate = match_rate(scored, baseline.signatures.to_frame())
-    notes = list(baseline.notes)
-    if rate < LOW_MATCH:
-        notes.append(f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
-                     "was the baseline run with the same model and shapes?")
+def baseline_notes(rate: float, baseline: Baseline) -> list[str]:
+    """What a baseline that ``rate`` of the compute kernels match calls for: its own notes, and a warning when
+    it fits ill."""
+    return list(baseline.notes) + ([f"warning: only {rate:.1%} of compute kernels match a baseline signature: "
+                                    "was the baseline run with the same model and shapes?"] if rate < LOW_MATCH else [])
+
+
+def _paired(scored: pl.DataFrame, baseline: Baseline, threshold: float) -> pl.DataFrame:
     isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
     twins = reference_baselines(slim.filter(~isolated), baseline.kernels)
-    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold), rate, notes
+    return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold)
 
 
 def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
@@ -116,10 +141,10 @@ def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
 
 
 def _inrun_or_detected(scored: pl.DataFrame, model: SlowdownDetector, threshold: float,
-                       ) -> tuple[pl.DataFrame, LabelSource]:
-    """In-run labels for the runs that have isolated steps; the detector's for runs given with them that
-    have none (``label_source`` says which, per row)."""
-    with_steps = scored.filter(_isolated(scored))["run_id"].unique()
+                       runs: pl.Series | None = None) -> tuple[pl.DataFrame, LabelSource]:
+    """In-run labels for the runs that have isolated steps (``runs``, else those of ``scored``); the detector's
+    for runs given with them that have none (``label_source`` says which, per row)."""
+    with_steps = scored.filter(_isolated(scored))["run_id"].unique() if runs is None else runs
     mine = scored["run_id"].is_in(with_steps.implode())
     if mine.all():  # one run, or all with isolated steps: nothing to split
         return _inrun(scored, threshold), LabelSource.INRUN
@@ -134,6 +159,18 @@ def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
     twins = reference_baselines(slim.filter(~isolated), slim.filter(isolated), by=["run_id", "rank"])
     return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold,
                          source=LabelSource.INRUN.mode)
+
+
+def decide(scored: pl.DataFrame, source: LabelSource, *, baseline: Baseline | None, model: SlowdownDetector,
+           threshold: float, inrun_runs: pl.Series | None = None) -> tuple[pl.DataFrame, LabelSource]:
+    """Every scored kernel labelled as ``source`` says: against ``baseline``, against the isolated steps of its
+    rank (in the runs that have them: ``inrun_runs``, else those of ``scored``), or by the fitted ``model``;
+    and the source that did (in-run and detector where a run without isolated steps came with others)."""
+    if source is LabelSource.BASELINE and baseline is not None:
+        return _paired(scored, baseline, threshold), source
+    if source is LabelSource.INRUN:
+        return _inrun_or_detected(scored, model, threshold, inrun_runs)
+    return _detected(scored, model), source
 
 
 def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFrame, float, list[str]]:
@@ -163,12 +200,9 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     source = choose(has_baseline=baseline is not None, has_isolated_steps=timeline.has_isolated_steps(),
                     single_trace=single_trace)
     if baseline is not None:
-        labelled, rate, more = _paired(scored, baseline, threshold)
-        notes += more
-    elif source is LabelSource.INRUN:
-        labelled, source = _inrun_or_detected(scored, detector, threshold)
-    else:
-        labelled = _detected(scored, detector)
+        rate = match_rate(scored, baseline.signatures.to_frame())
+        notes += baseline_notes(rate, baseline)
+    labelled, source = decide(scored, source, baseline=baseline, model=detector, threshold=threshold)
     del scored  # the features and estimates: only the labels' columns go on (millions of rows)
     out = labelled = labelled.select(*schema.CASES)
     if metrics is not None:
@@ -178,5 +212,5 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     steps = schema.conform(step_cost(labelled, kernels, timeline.memops), schema.STEP_COST)
     top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
     return DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
-                        kernels=out, mode=source.mode, match_rate=rate, notes=notes, metrics_match_rate=metrics_rate,
+                        rows=out, mode=source.mode, match_rate=rate, notes=notes, metrics_match_rate=metrics_rate,
                         steps=steps)

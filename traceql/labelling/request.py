@@ -14,9 +14,11 @@ from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_tim
 from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.result import DetectResult
+from traceql.parallel import Pool, Progress
 from traceql.sources import inputs
 from traceql.sources.outputs import check_file_output
 from traceql.sources.runs import split_runs
+from traceql.sources.shards import Shard
 
 Paths = str | Path | Sequence[str | Path] | None
 
@@ -62,6 +64,17 @@ class Request:
         timeline = read_timeline(paths)
         return timeline, label(timeline, baseline=baseline, threshold=self.threshold, hta_compat=self.hta_compat,
                                single_trace=self.single_trace, **more)
+
+    def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = 10,
+                      detector: Any = None, progress: Progress | None = None) -> DetectResult:
+        """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool``
+        (``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder of its own."""
+        from traceql.labelling.by_rank import Settings, label_by_rank, scratch
+
+        import_detector()
+        with scratch() as folder:
+            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder))
+            return label_by_rank(shards, how, pool=pool, top=top, detector=detector, progress=progress)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:
         """Every input as one timeline (what a report or a Chrome trace draws), labelled."""

@@ -3,7 +3,8 @@ compute kernel, per-step costs; several runs' results merged into one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -13,13 +14,55 @@ from traceql.labelling.sources import LabelSource, combine
 from traceql.model import schema
 
 
+@dataclass(frozen=True)
+class StoredRows:
+    """The labelled rows of a run too large to hold at once: parquet files written a rank at a time, in the
+    run's order, and what a result says of them (counts by baseline and reference kind). The files live as
+    long as ``holder`` (a temporary folder) does: as long as a result that holds them."""
+
+    files: tuple[Path, ...]
+    compute_kernels: int
+    cases: int
+    baseline_kinds: dict[str, int]
+    reference_kinds: dict[str, dict[str, int]]
+    renames: dict[str, str] = field(default_factory=dict)  # run ids renamed when results were merged
+    holder: Any = None
+
+    def scan(self) -> pl.LazyFrame:
+        """The rows, lazily (the files' columns in one type each, as results' frames are put together)."""
+        if not self.files:
+            return schema.empty(schema.CASES).lazy()
+        frame = pl.concat([pl.scan_parquet(f) for f in self.files], how="diagonal_relaxed")
+        return frame.with_columns(pl.col("run_id").replace(self.renames)) if self.renames else frame
+
+    def parts(self) -> Any:
+        """The rows a file at a time, in order, each in the types of :meth:`scan` (what writing them out holds at
+        once)."""
+        types = self.scan().collect_schema()
+        for f in self.files:
+            part = pl.read_parquet(f)
+            part = part.with_columns(pl.col("run_id").replace(self.renames)) if self.renames else part
+            yield part.select(pl.col(c).cast(t) if c in part.columns else pl.lit(None, t).alias(c)
+                              for c, t in types.items())
+
+
+def _kinds(kernels: pl.DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    if kernels.is_empty():
+        return {}, {}
+    baseline = dict(kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
+    counts = kernels.group_by("reference_kind").agg(
+        pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases")).sort("reference_kind")
+    return baseline, {kind: {"kernels": int(n), "cases": int(c)} for kind, n, c in counts.iter_rows()}
+
+
 @dataclass
 class DetectResult:
-    """What `detect` found: per-rank summary, top slowed signatures, one row per compute kernel."""
+    """What `detect` found: per-rank summary, top slowed signatures, one row per compute kernel (``rows``: a
+    frame, or :class:`StoredRows` for a run labelled a rank at a time; :attr:`kernels` reads them)."""
 
     ranks: pl.DataFrame
     top_signatures: pl.DataFrame
-    kernels: pl.DataFrame
+    rows: pl.DataFrame | StoredRows
     mode: str
     match_rate: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -27,28 +70,38 @@ class DetectResult:
     steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.STEP_COST))
 
     @property
+    def kernels(self) -> pl.DataFrame:
+        """One row per compute kernel (read from disk, whole, where they were stored a rank at a time)."""
+        return self.rows if isinstance(self.rows, pl.DataFrame) else self.rows.scan().collect()
+
+    @property
+    def stored(self) -> bool:
+        """Whether the rows are on disk (:class:`StoredRows`), not in memory."""
+        return isinstance(self.rows, StoredRows)
+
+    @property
     def source(self) -> LabelSource:
         """Where the labels came from (its sentence says so)."""
         return LabelSource.of(self.mode)
 
+    def compute_kernels(self) -> int:
+        """How many compute kernels were labelled."""
+        return self.rows.height if isinstance(self.rows, pl.DataFrame) else self.rows.compute_kernels
+
     def baseline_kinds(self) -> dict[str, int]:
         """How many compute kernels got each kind of baseline (twin, key-median, estimate, none)."""
-        if self.kernels.is_empty():
-            return {}
-        return dict(self.kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
+        return _kinds(self.rows)[0] if isinstance(self.rows, pl.DataFrame) else self.rows.baseline_kinds
 
     def reference_kinds(self) -> dict[str, dict[str, int]]:
         """Per reference kind (twin, clean, borrowed, corrected, contaminated, none): the compute kernels judged
         on it and the cases among them."""
-        if self.kernels.is_empty():
-            return {}
-        counts = self.kernels.group_by("reference_kind").agg(
-            pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases")).sort("reference_kind")
-        return {kind: {"kernels": int(n), "cases": int(c)} for kind, n, c in counts.iter_rows()}
+        return _kinds(self.rows)[1] if isinstance(self.rows, pl.DataFrame) else self.rows.reference_kinds
 
     def cases(self) -> int:
         """How many compute kernels are slowdown cases."""
-        return int(self.kernels["is_slowdown"].sum()) if self.kernels.height else 0
+        if isinstance(self.rows, StoredRows):
+            return self.rows.cases
+        return int(self.rows["is_slowdown"].sum()) if self.rows.height else 0
 
     def time_lost_ns(self) -> int:
         """The GPU time the cases added, over all ranks."""
@@ -65,7 +118,7 @@ class DetectResult:
             "top_signatures": self.top_signatures.to_dicts(),
             "steps": self.steps.to_dicts(),
             "totals": {
-                "compute_kernels": self.kernels.height,
+                "compute_kernels": self.compute_kernels(),
                 "cases": self.cases(),
                 "time_lost_ns": self.time_lost_ns(),
             },
@@ -77,15 +130,20 @@ def empty_result(ranks: pl.DataFrame, note: str) -> DetectResult:
     """The result of a run with nothing to label: its ranks with zeros, no kernels."""
     zeros = [pl.lit(0 if t == pl.Int64 else None, dtype=t).alias(c) for c, t in schema.RANK_SUMMARY.items()]
     return DetectResult(ranks=ranks.select("run_id", "rank", *zeros),
-                        top_signatures=schema.empty(schema.TOP_SIGNATURES), kernels=schema.empty(schema.CASES),
+                        top_signatures=schema.empty(schema.TOP_SIGNATURES), rows=schema.empty(schema.CASES),
                         mode=LabelSource.NONE.mode, notes=[note])
 
 
 def rank_summary(breakdown: pl.DataFrame, labelled: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """The breakdown per rank, its cases and time lost, and that as a share of its normal steps' GPU time
     (of the capture span when the trace has no steps)."""
+    return summary_of(breakdown, rank_cases(labelled), steps)
+
+
+def summary_of(breakdown: pl.DataFrame, cases: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """:func:`rank_summary` from each rank's cases (``traceql.analyzers.cases.rank_cases``), however found."""
     step_time = steps.group_by("run_id", "rank").agg(pl.col("gpu_ns").sum().alias("step_time_ns"))
-    ranks = (breakdown.join(rank_cases(labelled), on=["run_id", "rank"], how="left", maintain_order="left")
+    ranks = (breakdown.join(cases, on=["run_id", "rank"], how="left", maintain_order="left")
              .join(step_time, on=["run_id", "rank"], how="left", maintain_order="left")
              .with_columns(pl.col("compute_kernels", "cases", "time_lost_ns").fill_null(0),
                            pl.coalesce("step_time_ns", "span_ns").alias("step_time_ns")))
@@ -104,10 +162,43 @@ def _renamed(result: DetectResult, used: set[str]) -> DetectResult:
     if all(k == v for k, v in names.items()):
         return result
     frames = [df.with_columns(pl.col("run_id").replace(names)) if "run_id" in df.columns else df
-              for df in (result.ranks, result.top_signatures, result.kernels, result.steps)]
-    return DetectResult(ranks=frames[0], top_signatures=frames[1], kernels=frames[2], mode=result.mode,
+              for df in (result.ranks, result.top_signatures, result.steps)]
+    rows = result.rows.with_columns(pl.col("run_id").replace(names)) if isinstance(result.rows, pl.DataFrame) \
+        else replace(result.rows, renames={**result.rows.renames, **names})
+    return DetectResult(ranks=frames[0], top_signatures=frames[1], rows=rows, mode=result.mode,
                         match_rate=result.match_rate, notes=result.notes,
-                        metrics_match_rate=result.metrics_match_rate, steps=frames[3])
+                        metrics_match_rate=result.metrics_match_rate, steps=frames[2])
+
+
+def _rows(results: list[DetectResult]) -> pl.DataFrame | StoredRows:
+    """The results' rows one after another: in memory, or on disk where any was stored (then the others are
+    written beside them)."""
+    if not any(r.stored for r in results):
+        return pl.concat([r.rows for r in results], how="diagonal_relaxed")  # type: ignore[misc]
+    files, holders, renamed = [], [], {}
+    for i, r in enumerate(results):
+        if isinstance(r.rows, StoredRows):
+            files += r.rows.files
+            holders.append(r.rows.holder)
+            renamed.update(r.rows.renames)
+        else:
+            import tempfile
+
+            holders.append(tempfile.TemporaryDirectory(prefix="traceql-rows-"))
+            files.append(Path(holders[-1].name) / f"run{i}.parquet")
+            r.rows.write_parquet(files[-1])
+    kinds = [(r.baseline_kinds(), r.reference_kinds()) for r in results]
+    baseline: dict[str, int] = {}
+    reference: dict[str, dict[str, int]] = {}
+    for b, ref in kinds:
+        for k, n in b.items():
+            baseline[k] = baseline.get(k, 0) + n
+        for k, c in ref.items():
+            mine = reference.setdefault(k, {"kernels": 0, "cases": 0})
+            mine["kernels"] += c["kernels"]
+            mine["cases"] += c["cases"]
+    return StoredRows(tuple(files), sum(r.compute_kernels() for r in results), sum(r.cases() for r in results),
+                      dict(sorted(baseline.items())), dict(sorted(reference.items())), renamed, tuple(holders))
 
 
 def _weighted(rates: list[tuple[float | None, int]]) -> float | None:
@@ -132,9 +223,9 @@ def merge(results: list[DetectResult], *, top: int = 10) -> DetectResult:
     return DetectResult(
         ranks=pl.concat([r.ranks for r in results], how="diagonal_relaxed"),
         top_signatures=tops,
-        kernels=pl.concat([r.kernels for r in results], how="diagonal_relaxed"),
+        rows=_rows(results),
         mode=combine([r.mode for r in results]),
-        match_rate=_weighted([(r.match_rate, r.kernels.height) for r in results]),
+        match_rate=_weighted([(r.match_rate, r.compute_kernels()) for r in results]),
         notes=notes,
         metrics_match_rate=sum(metrics) / len(metrics) if metrics else None,
         steps=pl.concat([r.steps for r in results], how="diagonal_relaxed"),

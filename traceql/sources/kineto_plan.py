@@ -25,6 +25,10 @@ class RunPlan:
     ranks: dict[Path, tuple[str, int, str]]
     notes: dict[Path, list[str]] = field(default_factory=dict)
 
+    def place(self, path: Path) -> tuple[str, int]:
+        """Where a trace's kernels come in the run read whole: its run id and rank."""
+        return self.ranks[path][:2]
+
 
 def _meta(path: Path) -> dict:
     """A trace's metadata: from its first bytes, else from the whole file."""

@@ -31,6 +31,10 @@ class RunPlan:
         """The ranks of one export."""
         return [r for r in self.ranks if r.path == path]
 
+    def place(self, path: Path) -> tuple[str, int]:
+        """Where an export's kernels come in the run read whole: its run id and first rank."""
+        return min((r.run_id, r.rank) for r in self.of(path))
+
 
 def offsets(files: list[NsysFile]) -> dict[Path, int]:
     """Each export's clock offset from the run's first session start (0 where an export gives none)."""

@@ -7,7 +7,8 @@ whole run read at once would give it.
 
 A reader that can split its runs declares ``plan(files)``: each run of its files (grouped as its ``load``
 groups them) with the plan of that run, which ``load(model, files, plan)`` then follows for any of the run's
-files (``nsys_plan``, ``kineto_plan``). A run of one file is one shard: it is read whole, as before.
+files, and whose ``place(path)`` says where a file's kernels come in the run read whole (``nsys_plan``,
+``kineto_plan``). A run of one file is one shard: it is read whole, as before.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def shards(paths: str | Path | Sequence[str | Path] | None) -> list[Shard] | Non
     reader = sources.reader(fmt)
     if not hasattr(reader, "plan"):
         return None
-    return [Shard((f,), run_plan, fmt) for group, run_plan in reader.plan(files) for f in group]
+    parts = [Shard((f,), run_plan, fmt) for group, run_plan in reader.plan(files) for f in group]
+    return sorted(parts, key=lambda s: s.plan.place(s.files[0].path))  # the run's order: by run id, then rank
 
 
 def load(model: Any, shard: Shard) -> list[str]:
