@@ -5,9 +5,10 @@ replica ranks is the sequence its steps run most often (ties: the one seen first
 steps in order); a kernel's *position* is the index of the canonical kernel it aligns with
 (``twins.align``: longest matching blocks), null outside the steps or where it aligns with nothing.
 
-Done in three parts, so that ranks read one at a time give what the whole run read at once gives:
-:func:`step_sequences` per rank (its distinct sequences, counted), :func:`canonical_steps` over every rank of
-a run, :func:`positions` per rank against them.
+Done in parts, so that ranks read one at a time give what the whole run read at once gives:
+:func:`sequence_places` per rank (its distinct sequences, counted, and each kernel's sequence and place in
+it), :func:`canonical_steps` over every rank of a run, :func:`alignments` of each distinct sequence with its
+canonical step, then :func:`gathered` positions per rank.
 """
 
 from __future__ import annotations
@@ -23,28 +24,39 @@ STEP = ["run_id", "rank", "step", "step_kind"]
 ORDER = [*STEP, "launch_ns", "start_ns"]  # a step's kernels in launch order
 Sequences = list[tuple[str, int, tuple[object, ...], int]]  # (run_id, rank, keys, steps that run them)
 Canonical = dict[tuple[str, int], tuple[object, ...]]  # (run_id, replica) -> the canonical step's keys
+PLACES = {"_seq": pl.Int32, "_at": pl.Int32}  # a kernel's sequence (an index into its rank's) and place in it
 
 
-def _ordered(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The kernels in steps, step by step in launch order (ties kept in the frame's order)."""
-    return kernels.filter(pl.col("step").is_not_null()).sort(ORDER, maintain_order=True)
-
-
-def _steps(ordered: pl.DataFrame) -> pl.DataFrame:
-    """One row per step of ``ordered``: its ``run_id, rank``, ``offset`` and ``len`` (its slice)."""
-    return ordered.group_by(STEP, maintain_order=True).len().with_columns(
-        (pl.col("len").cum_sum() - pl.col("len")).alias("offset"))
+def sequence_places(kernels: pl.DataFrame) -> tuple[Sequences, pl.DataFrame]:
+    """Each rank's distinct step sequences (``run_id, rank, keys, count``, in the order first seen), and for each
+    row of ``kernels`` its sequence's index in that list (``_seq``) and its place in its step (``_at``), null
+    outside the steps. ``kernels``: compute kernels with ``run_id, rank, step, step_kind, key, launch_ns,
+    start_ns``."""
+    framed = kernels.select(*ORDER, "key").with_row_index("_i")
+    ordered = framed.filter(pl.col("step").is_not_null()).sort(ORDER, maintain_order=True)
+    steps = ordered.group_by(STEP, maintain_order=True).agg(
+        pl.len().alias("len"), pl.col("key").to_physical().alias("_ids")).with_columns(
+        pl.col("_ids").hash().alias("_h"), (pl.col("len").cum_sum() - pl.col("len")).alias("offset"))
+    distinct = steps.group_by("run_id", "rank", "_h", maintain_order=True).agg(
+        pl.len().alias("count"), pl.col("offset").first(), pl.col("len").first()).with_row_index("_seq")
+    keys = ordered["key"]
+    sequences = [(run_id, rank, tuple(keys.slice(offset, n).to_list()), count)
+                 for run_id, rank, count, offset, n in distinct.select("run_id", "rank", "count", "offset", "len")
+                 .iter_rows()]
+    per_step = steps.join(distinct.select("run_id", "rank", "_h", "_seq"), on=["run_id", "rank", "_h"], how="left",
+                          maintain_order="left")
+    seq = np.repeat(per_step["_seq"].to_numpy(), per_step["len"].to_numpy())
+    at = np.arange(ordered.height) - np.repeat(per_step["offset"].to_numpy(), per_step["len"].to_numpy())
+    rows = ordered["_i"].to_numpy()
+    empty = pl.repeat(None, kernels.height, dtype=pl.Int32, eager=True)
+    places = pl.DataFrame([empty.alias("_seq").scatter(rows, seq.astype(np.int32)),
+                           empty.alias("_at").scatter(rows, at.astype(np.int32))])
+    return sequences, places
 
 
 def step_sequences(kernels: pl.DataFrame) -> Sequences:
-    """Each rank's distinct step sequences (``run_id, rank, keys, count``), in the order first seen.
-    ``kernels``: compute kernels with ``run_id, rank, step, step_kind, key, launch_ns, start_ns``."""
-    ordered = _ordered(kernels.select(*ORDER, "key"))
-    keys = ordered["key"].to_list()
-    counts: dict[tuple[str, int], Counter[tuple[object, ...]]] = {}
-    for run_id, rank, _step, _kind, n, offset in _steps(ordered).iter_rows():
-        counts.setdefault((run_id, rank), Counter())[tuple(keys[offset:offset + n])] += 1
-    return [(run_id, rank, seq, n) for (run_id, rank), seqs in counts.items() for seq, n in seqs.items()]
+    """Each rank's distinct step sequences (``run_id, rank, keys, count``), in the order first seen."""
+    return sequence_places(kernels)[0]
 
 
 def canonical_steps(sequences: Sequences, replicas: pl.DataFrame) -> Canonical:
@@ -58,32 +70,44 @@ def canonical_steps(sequences: Sequences, replicas: pl.DataFrame) -> Canonical:
     return {part: seqs.most_common(1)[0][0] for part, seqs in counts.items()}
 
 
-def positions(kernels: pl.DataFrame, canonical: Canonical) -> pl.Series:
-    """``position`` for each row of ``kernels`` (with ``_row``, ``replica`` and :data:`ORDER`'s columns): its
-    index in its replicas' canonical step (null outside the steps, or where it aligns with nothing).
-    Identical sequences are aligned once."""
-    none = pl.repeat(None, kernels.height, dtype=pl.Int64, eager=True).alias("position")
-    if kernels.is_empty() or kernels["step"].is_null().all():
-        return none
-    ordered = _ordered(kernels.select(*ORDER, "key", "replica", "_row"))
-    keys, rows = ordered["key"].to_list(), ordered["_row"].to_numpy()
-    replica = ordered["replica"].to_numpy()
-    out = np.full(len(keys), -1, np.int64)
+def alignments(sequences: Sequences, replicas: pl.DataFrame, canonical: Canonical) -> list[np.ndarray | None]:
+    """Each of a rank's distinct sequences aligned with its replicas' canonical step: for each of its kernels,
+    the canonical position it aligns with (-1: none); None where the group has no canonical step."""
+    group = {(run_id, rank): replica for run_id, rank, replica in replicas.select("run_id", "rank", "replica")
+             .iter_rows()}
+    out: list[np.ndarray | None] = []
     ids: dict[tuple[str, int], tuple[dict[object, int], tuple[int, ...]]] = {}
-    cache: dict[tuple[tuple[str, int], tuple[int, ...]], np.ndarray] = {}
-    for run_id, _rank, _step, _kind, n, offset in _steps(ordered).iter_rows():
-        part = (run_id, int(replica[offset]))
+    for run_id, rank, seq, _ in sequences:
+        part = (run_id, group.get((run_id, rank)))
         if part not in canonical:
+            out.append(None)
             continue
         if part not in ids:  # the canonical keys as integers: aligning integers is the fast path
-            names = {k: i for i, k in enumerate(dict.fromkeys(canonical[part]))}
-            ids[part] = (names, tuple(names[k] for k in canonical[part]))
+            names = {k: i for i, k in enumerate(dict.fromkeys(canonical[part]))}  # type: ignore[index]
+            ids[part] = (names, tuple(names[k] for k in canonical[part]))  # type: ignore[index]
         names, target = ids[part]
-        seq = tuple(names.get(k, -1) for k in keys[offset:offset + n])  # a key the canonical lacks matches none
-        if (part, seq) not in cache:
-            cache[(part, seq)] = align(seq, target)
-        out[offset:offset + n] = cache[(part, seq)]
-    order = kernels["_row"].arg_sort().to_numpy()  # row ids are unique: each ordered row is found by search
-    at = order[np.searchsorted(kernels["_row"].to_numpy()[order], rows)]
-    found = pl.Series("position", out).replace(-1, None)
-    return none.scatter(at, found)
+        out.append(align(tuple(names.get(k, -1) for k in seq), target))  # a key the canonical lacks matches none
+    return out
+
+
+def gathered(places: pl.DataFrame, aligned: list[np.ndarray | None]) -> pl.Series:
+    """``position`` for rows with their ``_seq`` and ``_at`` (:func:`sequence_places`) from the alignment of each
+    sequence (:func:`alignments`); null outside the steps or where a kernel aligns with nothing."""
+    sizes = [0 if a is None else len(a) for a in aligned]
+    flat = np.concatenate([a for a in aligned if a is not None] or [np.empty(0, np.int64)])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.empty(0, np.int64)
+    has = np.array([a is not None for a in aligned], bool)
+    seq, at = places["_seq"].to_numpy(), places["_at"].to_numpy()
+    stepped = ~places["_seq"].is_null().to_numpy()
+    out = np.full(places.height, -1, np.int64)
+    idx = np.where(stepped, seq, 0).astype(np.int64)
+    usable = stepped & (has[idx] if len(has) else False)
+    out[usable] = flat[starts[idx[usable]] + at[usable].astype(np.int64)]
+    return pl.Series("position", out).replace(-1, None)
+
+
+def positions(kernels: pl.DataFrame, canonical: Canonical, replicas: pl.DataFrame) -> pl.Series:
+    """``position`` for each row of ``kernels`` in its replicas' canonical step (the parts above, for frames
+    read whole)."""
+    sequences, places = sequence_places(kernels)
+    return gathered(places, alignments(sequences, replicas, canonical))

@@ -43,13 +43,16 @@ NARROW = ["run_id", "replica", "position", "key", "duration_ns", "comm_overlap_n
 STATS = ["position_clean_ns", "position_min_ns", "position_min_frac", "corrected_ns"]
 
 
+def with_replicas(kernels: pl.DataFrame, replicas: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` with the ``replica`` group of their rank (``replicas.groups``)."""
+    return kernels.with_columns(kernels.select("run_id", "rank").join(replicas, on=["run_id", "rank"], how="left",
+                                                                      maintain_order="left")["replica"])
+
+
 def placed(kernels: pl.DataFrame, replicas: pl.DataFrame, canonical: dict) -> pl.DataFrame:
     """``kernels`` (compute, with ``_row``, ``key`` and steps) with their ``replica`` and ``position`` in their
     replicas' canonical step (``sequences``)."""
-    replica = kernels.select("run_id", "rank").join(replicas, on=["run_id", "rank"], how="left",
-                                                    maintain_order="left")["replica"]
-    with_replica = kernels.with_columns(replica)
-    return with_replica.with_columns(positions(with_replica, canonical))
+    return with_replicas(kernels, replicas).with_columns(positions(kernels, canonical, replicas))
 
 
 @dataclass

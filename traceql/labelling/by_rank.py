@@ -34,14 +34,22 @@ import polars as pl
 
 from traceql.analyzers.baselines.physical import tick_samples, ticks
 from traceql.analyzers.baselines.replicas import groups, step_bags
-from traceql.analyzers.baselines.sequences import Canonical, Sequences, canonical_steps, step_sequences
+from traceql.analyzers.baselines.sequences import (
+    PLACES,
+    Canonical,
+    Sequences,
+    alignments,
+    canonical_steps,
+    gathered,
+    sequence_places,
+)
 from traceql.analyzers.baselines.within_trace import (
     NARROW,
     StatParts,
     estimate_stats,
-    placed,
     stat_parts,
     with_estimates,
+    with_replicas,
 )
 from traceql.analyzers.breakdown import rank_breakdown
 from traceql.analyzers.cases import CASE_COLUMNS, rank_cases, signature_instances, top_of
@@ -52,7 +60,7 @@ from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.reports import step_cases, step_spans, step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.inputs import Baseline, read_timeline
-from traceql.labelling.label import _isolated, baseline_notes, decide, feature_inputs, scored
+from traceql.labelling.label import FEATURE_INPUTS, _isolated, baseline_notes, decide, feature_inputs, scored
 from traceql.labelling.result import DetectResult, StoredRows, _kinds, empty_result, summary_of
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -107,6 +115,7 @@ class Run:
     ticks: pl.DataFrame
     replicas: pl.DataFrame
     canonical: Canonical
+    aligned: list[list[np.ndarray | None]]  # each shard's distinct sequences aligned with their canonical step
     stats: pl.DataFrame | None = None
     keys: pl.DataFrame | None = None
     detector: Any = None
@@ -140,29 +149,41 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
         return out
-    inputs = overlap.filter(~_isolated(overlap))
+    isolated = _isolated(overlap)
+    inputs = overlap.filter(~isolated)
     view = hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat else (kernels, tl.memops)
     out.breakdown, out.spans = rank_breakdown(*view), step_spans(kernels, tl.memops)
     out.copies, out.ticks = copy_names(kernels), tick_samples(kernels)
-    out.bags, out.sequences = step_bags(inputs), step_sequences(inputs)
+    out.bags = step_bags(inputs)
+    out.sequences, places = sequence_places(inputs)
     out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
     if settings.baseline is not None:
         out.matched = int(overlap["signature"].is_in(settings.baseline.signatures.implode()).sum())
-    overlap.write_ipc(settings.path(i, "kernels.arrow"))
+    at = isolated.not_().arg_true()  # the places of the kernels outside isolated steps, where they are
+    nulls = pl.repeat(None, overlap.height, dtype=pl.Int32, eager=True)
+    overlap.with_columns(nulls.alias(c).scatter(at, places[c]) for c in PLACES).write_ipc(
+        settings.path(i, "kernels.arrow"))
     return out
 
 
-def _prepared(i: int, run: Run) -> pl.DataFrame:
-    """A shard's stored compute kernels as the labels need them: with ``ddp_copy``, ``_row`` and ``tick_ns``."""
-    overlap = pl.read_ipc(run.settings.path(i, "kernels.arrow"))
-    return overlap.with_columns(mark_copies(overlap, run.copies)).with_row_index("_row").join(
-        run.ticks, on="run_id", how="left", maintain_order="left")
+def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
+    """A shard's stored compute kernels as the labels need them (``labelling.label.prepared``): with
+    ``ddp_copy``, a row id ``_row`` and ``tick_ns``."""
+    return overlap.with_columns(extra["ddp_copy"]).with_row_index("_row").with_columns(extra["tick_ns"])
 
 
 def place(item: tuple[int, Shard], run: Run) -> int:
-    """Pass 2: each kernel's place in its replicas' canonical step; the narrow rows of the statistics stored."""
+    """Pass 2: the kernels prepared as the labels need them (``ddp_copy``, ``_row``, ``tick_ns``) and each placed
+    in its replicas' canonical step; the parts of the statistics stored."""
     i, _ = item
-    rows = placed(feature_inputs(_prepared(i, run)), run.replicas, run.canonical)
+    overlap = pl.read_ipc(run.settings.path(i, "kernels.arrow"))
+    extra = pl.DataFrame([mark_copies(overlap, run.copies)]).with_columns(
+        overlap.select("run_id").join(run.ticks, on="run_id", how="left", maintain_order="left")["tick_ns"])
+    extra.write_ipc(run.settings.path(i, "extra.arrow"))  # what the labels add to the kernels stored: small
+    prepared = _prepared(overlap, extra)
+    outside = prepared.filter(~_isolated(prepared))
+    rows = with_replicas(feature_inputs(prepared), run.replicas).with_columns(
+        gathered(outside.select(*PLACES), run.aligned[i]))
     rows.write_ipc(run.settings.path(i, "placed.arrow"))
     parts = stat_parts(rows.select(NARROW))
     for name in ("clean", "mins", "dirty"):
@@ -176,9 +197,13 @@ def _features(i: int, run: Run) -> pl.DataFrame:
 
 
 def features(item: tuple[int, Shard], run: Run) -> int:
-    """Pass 3: the detector's features; the rows it judges (what it is fitted on) stored, in row order."""
+    """Pass 3: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order."""
     i, _ = item
-    x = _features(i, run).select(COLUMNS).to_numpy()
+    table = _features(i, run)
+    stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
+    table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
+    run.settings.path(i, "placed.arrow").unlink()
+    x = table.select(COLUMNS).to_numpy()
     judged = x[_candidates(x)]
     np.save(run.settings.path(i, "judged.npy"), judged)
     return len(judged)
@@ -193,11 +218,16 @@ def _candidates(x: np.ndarray) -> np.ndarray:
 def label(item: tuple[int, Shard], run: Run) -> Labelled:
     """Pass 4: scored and labelled; the rows stored (parquet) and summed up."""
     i, _ = item
-    overlap = _prepared(i, run)
-    rows, _ = decide(scored(overlap, _features(i, run), run.detector), run.source, baseline=run.settings.baseline,
+    overlap = _prepared(*(pl.read_ipc(run.settings.path(i, f"{name}.arrow")) for name in ("kernels", "extra")))
+    added = pl.read_ipc(run.settings.path(i, "features.arrow"))
+    table = overlap.select("_row", *(c for c in FEATURE_INPUTS if c not in added.columns)).join(
+        added, on="_row", maintain_order="left")
+    rows, _ = decide(scored(overlap, table, run.detector), run.source, baseline=run.settings.baseline,
                      model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs)
     rows = rows.select(*schema.CASES)
-    rows.write_parquet(run.settings.path(i, "labels.parquet"))
+    rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
+    for name in ("kernels", "extra", "features"):
+        run.settings.path(i, f"{name}.arrow").unlink()
     baseline, reference = _kinds(rows)
     return Labelled(rank_cases(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
                     signature_instances(rows), rows.height, baseline, reference)
@@ -236,6 +266,15 @@ class _Passes:
         return out
 
 
+def _parts(settings: Settings, i: int) -> StatParts:
+    """A shard's parts of the statistics, read (and their files removed)."""
+    paths = [settings.path(i, f"{name}.arrow") for name in ("clean", "mins", "dirty")]
+    parts = StatParts(*(pl.read_ipc(p) for p in paths))
+    for p in paths:
+        p.unlink()
+    return parts
+
+
 def _frame(parts: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
     return pl.concat([p for p in parts if p is not None], how="diagonal_relaxed")
 
@@ -247,6 +286,8 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
 
     paths = [run.settings.path(i, "judged.npy") for i in range(len(counts))]
     judged = np.concatenate([np.load(p) for p in paths]) if paths else np.empty((0, len(COLUMNS)))
+    for p in paths:
+        p.unlink()
     detector.fit(judged if len(judged) >= MIN_FIT else inputs())
     return detector
 
@@ -269,11 +310,11 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     seen = _frame([r.seen for r in firsts])
     replicas = groups(seen, _frame([r.bags for r in firsts])) if seen.height else seen.with_columns(
         pl.lit(None, pl.Int32).alias("replica"))
+    canonical = canonical_steps([s for r in firsts for s in r.sequences], replicas)
     run = Run(settings, _frame([r.copies for r in firsts]), ticks(_frame([r.ticks for r in firsts])), replicas,
-              canonical_steps([s for r in firsts for s in r.sequences], replicas))
+              canonical, [alignments(r.sequences, replicas, canonical) for r in firsts])
     passes.run(place, run)
-    stats, keys = estimate_stats([StatParts(*(pl.read_ipc(settings.path(i, f"{name}.arrow"))
-                                              for name in ("clean", "mins", "dirty"))) for i in range(len(shards))])
+    stats, keys = estimate_stats([_parts(settings, i) for i in range(len(shards))])
     run = Run(**{**run.__dict__, "stats": stats, "keys": keys})
     counts = passes.run(features, run)
     if detector is None:
@@ -282,7 +323,8 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
         detector = SlowdownDetector(threshold=settings.threshold)
 
     def every_row() -> np.ndarray:  # too few judged rows: fitted on all, as the whole run would be
-        return np.concatenate([_features(i, run).select(COLUMNS).to_numpy() for i in range(len(shards))])
+        return np.concatenate([pl.read_ipc(settings.path(i, "features.arrow")).select(COLUMNS).to_numpy()
+                               for i in range(len(shards))])
 
     isolated = sorted({r for f in firsts for r in f.isolated_runs})
     source = choose(has_baseline=settings.baseline is not None, has_isolated_steps=any(f.isolated for f in firsts),
