@@ -11,13 +11,27 @@ def time_lost() -> pl.Expr:
     return lost.sum().fill_null(0).round(0).cast(pl.Int64)
 
 
-def rank_cases(labelled: pl.DataFrame) -> pl.DataFrame:
-    """Per (run_id, rank): compute kernels, slowdown cases and time lost."""
+def rank_parts(labelled: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank) of some of its kernels: compute kernels, slowdown cases and time lost (not rounded
+    yet): parts of a rank add up (:func:`rank_totals`)."""
+    lost = (pl.col("duration_ns") - pl.col("baseline_ns")).filter(pl.col("is_slowdown"))
     return labelled.group_by("run_id", "rank").agg(
         pl.len().alias("compute_kernels"),
         pl.col("is_slowdown").sum().cast(pl.Int64).alias("cases"),
-        time_lost().alias("time_lost_ns"),
+        lost.sum().fill_null(0).alias("time_lost_ns"),
     )
+
+
+def rank_totals(parts: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank): the :func:`rank_parts` summed, the time lost rounded to the ns."""
+    return parts.group_by("run_id", "rank", maintain_order=True).agg(
+        pl.col("compute_kernels", "cases").sum(),
+        pl.col("time_lost_ns").sum().round(0).cast(pl.Int64))
+
+
+def rank_cases(labelled: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, rank): compute kernels, slowdown cases and time lost."""
+    return rank_totals(rank_parts(labelled))
 
 
 CASE_COLUMNS = ["run_id", "signature", "short_name", "name", "slowdown_ratio", "duration_ns", "baseline_ns",

@@ -36,17 +36,22 @@ def _device_overlap(compute: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     })
 
 
-def comm_overlap(kernels: pl.DataFrame) -> pl.DataFrame:
+def comm_overlap(kernels: pl.DataFrame, context: pl.DataFrame | None = None) -> pl.DataFrame:
     """Compute kernels with ``comm_overlap_ns``, ``comm_overlap_frac`` and ``concurrent_comm``.
 
     ``comm_overlap_ns`` is the length of the kernel's intersection with the union of the communication
     kernels on the same (run, rank, device): exact, O(n log n) per device. The wide frame is filtered once
     and never joined: per-device results land in place through the compute kernels' row numbers.
+    ``context``: communication kernels beside those of ``kernels`` (of a part of a rank read alone: those of
+    its other parts that ran while its kernels did), with ``run_id, rank, device, start_ns, end_ns,
+    collective``.
     """
     compute = kernels.filter(pl.col("kind") == "compute")
     place = [*GROUP, "start_ns", "end_ns"]
     slim = compute.select(place).with_row_index("_idx")
     comm = kernels.filter(pl.col("kind") == "comm").select(*place, "collective")
+    if context is not None and context.height:
+        comm = pl.concat([comm, context.select(comm.columns).cast(comm.schema)])
     comm_by_device = {key: grp for key, grp in comm.group_by(GROUP, maintain_order=True)}
     none = comm.clear()
     parts = [_device_overlap(grp, comm_by_device.get(key, none))

@@ -85,6 +85,9 @@ class Trace:
         self.paths = paths
         self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
         self.closed = False
+        # a part of a file read alone: other parts' communication beside its kernels, its ranks' activity
+        self.context: pl.DataFrame | None = None
+        self.activity: pl.DataFrame | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -189,4 +192,11 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None, *, shard:
     except BaseException:
         con.close()
         raise
-    return Trace(con, [f.path for f in checked], notes + dropped, frames)
+    trace = Trace(con, [f.path for f in checked], notes + dropped, frames)
+    trace.context, trace.activity = _extra(model.context), _extra(model.activity)
+    return trace
+
+
+def _extra(frames: list[pl.DataFrame]) -> pl.DataFrame | None:
+    """What a part read alone carries beside the model (``engine.Model.context``, ``.activity``), if any."""
+    return pl.concat(frames, how="vertical_relaxed") if frames else None

@@ -19,15 +19,19 @@ TICK_SAMPLE = 4096  # timestamps per run the tick is read from (a tick found on 
 POWERS = (1_000_000, 100_000, 10_000, 1_000, 100, 10)  # candidate ticks, coarsest first
 
 
+ORDER = ["run_id", "rank", "start_ns", "device", "stream", "end_ns", "correlation_id"]  # the model's kernel order
+
+
 def tick_samples(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``run_id, start_ns, end_ns`` of the first :data:`TICK_SAMPLE` kernels of each run, in the frame's order:
-    all :func:`ticks` reads (the first ranks' samples, concatenated in rank order, give the run's)."""
-    return kernels.select("run_id", "start_ns", "end_ns").group_by("run_id", maintain_order=True).head(TICK_SAMPLE)
+    """The first :data:`TICK_SAMPLE` kernels of each run, in the frame's order, with the columns that order is
+    made of (:data:`ORDER`): all :func:`ticks` reads (the samples of parts of a run give the run's)."""
+    return kernels.select(ORDER).group_by("run_id", maintain_order=True).head(TICK_SAMPLE)
 
 
 def ticks(samples: pl.DataFrame) -> pl.DataFrame:
     """``run_id, tick_ns``: each run's clock resolution, the coarsest power of ten (ns) that divides every start
     and end of its first :data:`TICK_SAMPLE` kernels (1 when none does, as on nsys' nanosecond clock)."""
+    samples = samples.sort(ORDER, nulls_last=True, maintain_order=True)  # parts' samples in the run's order
     rows = []
     for (run_id,), run in samples.group_by(["run_id"], maintain_order=True):
         stamps = np.concatenate([run["start_ns"].head(TICK_SAMPLE).to_numpy(),

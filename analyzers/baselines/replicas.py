@@ -21,22 +21,23 @@ def _similarity(a: dict[object, float], b: dict[object, float]) -> float:
     return sum(min(a.get(k, 0.0), b.get(k, 0.0)) for k in keys) / most if most else 1.0
 
 
-def step_bags(kernels: pl.DataFrame) -> pl.DataFrame:
-    """``run_id, rank, key, per``: how many times each key runs in one normal step of each rank (its count over
-    the rank's normal steps, divided by their number). ``kernels``: compute kernels with ``run_id, rank, step,
-    step_kind, key``. A rank's bag is all :func:`groups` needs of it: ranks labelled apart send only this."""
+def step_bags(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A rank's step bag in parts: ``run_id, rank, key, len`` (how many times each key runs in its normal steps)
+    and ``run_id, rank, steps`` (how many normal steps). ``kernels``: compute kernels with ``run_id, rank,
+    step, step_kind, key``. All :func:`groups` needs of a rank (or of a window of its steps: parts add up)."""
     normal = kernels.filter(pl.col("step").is_not_null() & (pl.col("step_kind") != "isolated"))
-    per_step = normal.group_by("run_id", "rank").agg(pl.col("step").n_unique().alias("_steps"))
-    return (normal.group_by("run_id", "rank", "key").len()
-            .join(per_step, on=["run_id", "rank"]).select("run_id", "rank", "key",
-                                                          (pl.col("len") / pl.col("_steps")).alias("per")))
+    steps = normal.group_by("run_id", "rank").agg(pl.col("step").n_unique().alias("steps"))
+    return normal.group_by("run_id", "rank", "key").len(), steps
 
 
-def groups(ranks: pl.DataFrame, bags: pl.DataFrame) -> pl.DataFrame:
-    """``run_id, rank, replica`` for ``ranks`` (``run_id, rank``, each once) from their :func:`step_bags`: ranks of
-    a run with alike bags share a ``replica`` number (the rank of the group's first member, ranks taken in
+def groups(ranks: pl.DataFrame, counts: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, rank, replica`` for ``ranks`` (``run_id, rank``) from the parts of their :func:`step_bags`: ranks
+    of a run with alike bags share a ``replica`` number (the rank of the group's first member, ranks taken in
     order). Ranks without normal steps each form their own group."""
     ranks = ranks.unique().sort("run_id", "rank")
+    steps = steps.group_by("run_id", "rank").agg(pl.col("steps").sum())
+    bags = (counts.group_by("run_id", "rank", "key").agg(pl.col("len").sum())
+            .join(steps, on=["run_id", "rank"]).with_columns((pl.col("len") / pl.col("steps")).alias("per")))
     bag: dict[tuple, dict[object, float]] = {}
     for run_id, rank, key, per in bags.select("run_id", "rank", "key", "per").iter_rows():
         bag.setdefault((run_id, rank), {})[key] = per
@@ -59,4 +60,4 @@ def replica_groups(kernels: pl.DataFrame) -> pl.DataFrame:
     """``run_id, rank, replica``: ranks of a run with alike step bags share a ``replica`` number (the rank of
     the group's first member). Ranks without normal steps each form their own group. ``kernels``: compute
     kernels with ``run_id, rank, step, step_kind, key``."""
-    return groups(kernels.select("run_id", "rank"), step_bags(kernels))
+    return groups(kernels.select("run_id", "rank"), *step_bags(kernels))

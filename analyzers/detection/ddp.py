@@ -36,6 +36,25 @@ def copy_names(kernels: pl.DataFrame) -> pl.DataFrame:
             .filter("_feeds").select("run_id", pl.col("_before").alias("name")).unique(maintain_order=True))
 
 
+def copy_edges(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, rank, first_comm, last_name``: whether a part of a rank (a window of its launches) begins with a
+    communication kernel, and the name of the compute kernel it ends with (null: it ends with another kind).
+    A part's last compute kernel feeds the next part's first communication kernel: :func:`edge_names`."""
+    ordered = _rows(kernels).sort("run_id", "rank", "_at", "start_ns", maintain_order=True)
+    return ordered.group_by("run_id", "rank", maintain_order=True).agg(
+        pl.col("_comm").first().alias("first_comm"),
+        pl.when(pl.col("_compute").last()).then(pl.col("_name").last()).alias("last_name"))
+
+
+def edge_names(edges: pl.DataFrame) -> pl.DataFrame:
+    """``run_id, name``: the copy names found where one part of a rank meets the next (``edges``: each part's
+    :func:`copy_edges`, parts in launch order)."""
+    same = (pl.col("run_id") == pl.col("run_id").shift(1)) & (pl.col("rank") == pl.col("rank").shift(1))
+    return edges.with_columns(pl.col("last_name").shift(1).alias("_before"), same.alias("_same")).filter(
+        pl.col("first_comm") & pl.col("_same").fill_null(False) & pl.col("_before").is_not_null()).select(
+        "run_id", pl.col("_before").alias("name"))
+
+
 def mark_copies(kernels: pl.DataFrame, names: pl.DataFrame) -> pl.Series:
     """For each row of ``kernels``: is it a compute kernel under one of its run's DDP copy ``names``?"""
     copies = names.select("run_id", pl.col("name").alias("_name"), pl.lit(True).alias("_copy")).unique()

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.baselines.physical import tick_samples, ticks
+from traceql.analyzers.baselines.physical import ORDER, tick_samples, ticks
 from traceql.analyzers.baselines.replicas import groups, step_bags
 from traceql.analyzers.baselines.sequences import (
     PLACES,
@@ -43,6 +43,7 @@ from traceql.analyzers.baselines.sequences import (
     gathered,
     sequence_places,
 )
+from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
 from traceql.analyzers.baselines.within_trace import (
     NARROW,
     StatParts,
@@ -52,9 +53,9 @@ from traceql.analyzers.baselines.within_trace import (
     with_replicas,
 )
 from traceql.analyzers.breakdown import rank_breakdown
-from traceql.analyzers.cases import CASE_COLUMNS, rank_cases, signature_instances, top_of
+from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, rank_totals, signature_instances, top_of
 from traceql.analyzers.compat import hta_view
-from traceql.analyzers.detection.ddp import copy_names, mark_copies
+from traceql.analyzers.detection.ddp import copy_edges, copy_names, edge_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
 from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.reports import step_cases, step_spans, step_totals
@@ -99,7 +100,9 @@ class Read:
     spans: pl.DataFrame | None = None
     copies: pl.DataFrame | None = None
     ticks: pl.DataFrame | None = None
-    bags: pl.DataFrame | None = None
+    bags: tuple[pl.DataFrame, pl.DataFrame] | None = None
+    edges: pl.DataFrame | None = None  # where its launches begin and end (a window of a rank's steps)
+    reference: pl.DataFrame | None = None  # its isolated steps' kernels (a window: its rank's reference, in part)
     seen: pl.DataFrame | None = None  # the ranks of its kernels outside isolated steps
     runs: list[str] = field(default_factory=list)  # the runs of its compute kernels
     sequences: Sequences = field(default_factory=list)
@@ -116,8 +119,10 @@ class Run:
     replicas: pl.DataFrame
     canonical: Canonical
     aligned: list[list[np.ndarray | None]]  # each shard's distinct sequences aligned with their canonical step
+    windowed: bool = False  # whether any shard is a window of a rank's steps (then its parts are in launch order)
     stats: pl.DataFrame | None = None
     keys: pl.DataFrame | None = None
+    reference: pl.DataFrame | None = None  # every rank's isolated steps' kernels, where windows split them
     detector: Any = None
     source: LabelSource = LabelSource.DETECTOR
     inrun_runs: pl.Series | None = None
@@ -144,17 +149,23 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out = Read(tl.ranks.select("run_id", "rank"), list(tl.notes), metrics=not tl.ranks.is_empty() and tl.has_metrics)
     out.isolated = bool((kernels["step_kind"] == "isolated").any())
     out.comm = bool((kernels["kind"] == "comm").any())
-    overlap = comm_overlap(kernels)
+    overlap = comm_overlap(kernels, tl.context)
     out.isolated_runs = overlap.filter(_isolated(overlap))["run_id"].unique().to_list()
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
         return out
     isolated = _isolated(overlap)
     inputs = overlap.filter(~isolated)
-    view = hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat else (kernels, tl.memops)
-    out.breakdown, out.spans = rank_breakdown(*view), step_spans(kernels, tl.memops)
-    out.copies, out.ticks = copy_names(kernels), tick_samples(kernels)
+    if not shard.windowed:
+        out.breakdown = rank_breakdown(*(hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat
+                                         else (kernels, tl.memops)))
+    elif tl.activity is not None:  # the first window of a rank: all of its activity, narrow
+        out.breakdown = rank_breakdown(tl.activity, tl.activity.head(0))
+    out.spans = step_spans(kernels, tl.memops)
+    out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
     out.bags = step_bags(inputs)
+    if shard.windowed and out.isolated:
+        out.reference = overlap.filter(isolated).select(TWIN_INPUTS[1:])
     out.sequences, places = sequence_places(inputs)
     out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
     if settings.baseline is not None:
@@ -203,10 +214,28 @@ def features(item: tuple[int, Shard], run: Run) -> int:
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
     table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
     run.settings.path(i, "placed.arrow").unlink()
-    x = table.select(COLUMNS).to_numpy()
-    judged = x[_candidates(x)]
-    np.save(run.settings.path(i, "judged.npy"), judged)
-    return len(judged)
+    judged = _ordered(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
+    judged.write_ipc(run.settings.path(i, "judged.arrow"))
+    return judged.height
+
+
+def _ordered(i: int, run: Run, table: pl.DataFrame) -> pl.DataFrame:
+    """The detector's columns of ``table`` (rows of shard ``i``, with ``_row``); of a window of a rank's steps,
+    with the columns of the run's kernel order too (windows hold launches, not the order they are read in)."""
+    if not run.windowed:
+        return table.select(COLUMNS)
+    order = pl.read_ipc(run.settings.path(i, "kernels.arrow"), columns=ORDER)
+    return order[table["_row"]].hstack(table.select(COLUMNS))
+
+
+def _matrix(frames: list[pl.DataFrame], windowed: bool) -> np.ndarray:
+    """Rows of several shards as the detector takes them, in the run's kernel order."""
+    if not frames:
+        return np.empty((0, len(COLUMNS)))
+    rows = pl.concat(frames, how="vertical_relaxed")
+    if windowed:
+        rows = rows.sort(ORDER, nulls_last=True, maintain_order=True)
+    return rows.select(COLUMNS).to_numpy()
 
 
 def _candidates(x: np.ndarray) -> np.ndarray:
@@ -223,13 +252,14 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
     table = overlap.select("_row", *(c for c in FEATURE_INPUTS if c not in added.columns)).join(
         added, on="_row", maintain_order="left")
     rows, _ = decide(scored(overlap, table, run.detector), run.source, baseline=run.settings.baseline,
-                     model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs)
+                     model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs,
+                     inrun_reference=run.reference)
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
     for name in ("kernels", "extra", "features"):
         run.settings.path(i, f"{name}.arrow").unlink()
     baseline, reference = _kinds(rows)
-    return Labelled(rank_cases(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
+    return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
                     signature_instances(rows), rows.height, baseline, reference)
 
 
@@ -276,7 +306,8 @@ def _parts(settings: Settings, i: int) -> StatParts:
 
 
 def _frame(parts: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
-    return pl.concat([p for p in parts if p is not None], how="diagonal_relaxed")
+    given = [p for p in parts if p is not None]
+    return pl.concat(given, how="diagonal_relaxed") if given else pl.DataFrame()
 
 
 def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.ndarray]) -> Any:
@@ -284,8 +315,8 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
     too few are judged, as the whole run read at once does)."""
     from traceql.analyzers.detection.detector import MIN_FIT
 
-    paths = [run.settings.path(i, "judged.npy") for i in range(len(counts))]
-    judged = np.concatenate([np.load(p) for p in paths]) if paths else np.empty((0, len(COLUMNS)))
+    paths = [run.settings.path(i, "judged.arrow") for i in range(len(counts))]
+    judged = _matrix([pl.read_ipc(p) for p in paths], run.windowed)
     for p in paths:
         p.unlink()
     detector.fit(judged if len(judged) >= MIN_FIT else inputs())
@@ -308,11 +339,16 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     if not any(r.comm for r in firsts):
         notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
     seen = _frame([r.seen for r in firsts])
-    replicas = groups(seen, _frame([r.bags for r in firsts])) if seen.height else seen.with_columns(
-        pl.lit(None, pl.Int32).alias("replica"))
+    bags = [r.bags for r in firsts if r.bags is not None]
+    replicas = groups(seen, _frame([b[0] for b in bags]), _frame([b[1] for b in bags])) if seen.height else \
+        seen.with_columns(pl.lit(None, pl.Int32).alias("replica"))
     canonical = canonical_steps([s for r in firsts for s in r.sequences], replicas)
-    run = Run(settings, _frame([r.copies for r in firsts]), ticks(_frame([r.ticks for r in firsts])), replicas,
-              canonical, [alignments(r.sequences, replicas, canonical) for r in firsts])
+    copies = pl.concat([_frame([r.copies for r in firsts]), edge_names(_frame([r.edges for r in firsts]))],
+                       how="vertical_relaxed").unique(maintain_order=True)
+    windowed = any(s.windowed for s in shards)
+    run = Run(settings, copies, ticks(_frame([r.ticks for r in firsts])), replicas, canonical,
+              [alignments(r.sequences, replicas, canonical) for r in firsts], windowed,
+              reference=_frame([r.reference for r in firsts]) if windowed else None)
     passes.run(place, run)
     stats, keys = estimate_stats([_parts(settings, i) for i in range(len(shards))])
     run = Run(**{**run.__dict__, "stats": stats, "keys": keys})
@@ -323,8 +359,8 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
         detector = SlowdownDetector(threshold=settings.threshold)
 
     def every_row() -> np.ndarray:  # too few judged rows: fitted on all, as the whole run would be
-        return np.concatenate([pl.read_ipc(settings.path(i, "features.arrow")).select(COLUMNS).to_numpy()
-                               for i in range(len(shards))])
+        return _matrix([_ordered(i, run, pl.read_ipc(settings.path(i, "features.arrow")))
+                        for i in range(len(shards))], run.windowed)
 
     isolated = sorted({r for f in firsts for r in f.isolated_runs})
     source = choose(has_baseline=settings.baseline is not None, has_isolated_steps=any(f.isolated for f in firsts),
@@ -346,7 +382,8 @@ def _result(shards: list[Shard], settings: Settings, firsts: list[Read], labelle
                            schema.STEP_COST)
     tops = schema.conform(top_of(_frame([r.case_rows for r in labelled]), _frame([r.instances for r in labelled]),
                                  top), schema.TOP_SIGNATURES)
-    ranks = summary_of(_frame([r.breakdown for r in firsts]), _frame([r.cases for r in labelled]), steps)
+    cases = rank_totals(_frame([r.cases for r in labelled]))  # a rank's windows add up
+    ranks = summary_of(_frame([r.breakdown for r in firsts]), cases, steps)
     holder = tempfile.TemporaryDirectory(prefix="traceql-rows-", dir=settings.folder.parent)
     files = []
     for i in range(len(shards)):

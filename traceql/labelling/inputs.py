@@ -31,6 +31,10 @@ class Timeline:
     has_metrics: bool  # the input held Nsight Compute metrics (which are not a timeline)
     notes: list[str] = field(default_factory=list)  # what reading it had to do differently
     steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["steps"]))  # step ranges
+    # a window of a file's steps read alone (``traceql.sources.shards``): the communication kernels of its other
+    # windows that ran beside its own, and (the first window) every activity of its ranks, narrow
+    context: pl.DataFrame | None = None
+    activity: pl.DataFrame | None = None
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -58,7 +62,7 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
     with read_trace(paths, shard=shard) as trace:
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                         trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
-                        trace.relation("steps"))
+                        trace.relation("steps"), trace.context, trace.activity)
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:

@@ -141,35 +141,40 @@ def _detected(scored: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
 
 
 def _inrun_or_detected(scored: pl.DataFrame, model: SlowdownDetector, threshold: float,
-                       runs: pl.Series | None = None) -> tuple[pl.DataFrame, LabelSource]:
+                       runs: pl.Series | None = None, reference: pl.DataFrame | None = None,
+                       ) -> tuple[pl.DataFrame, LabelSource]:
     """In-run labels for the runs that have isolated steps (``runs``, else those of ``scored``); the detector's
     for runs given with them that have none (``label_source`` says which, per row)."""
     with_steps = scored.filter(_isolated(scored))["run_id"].unique() if runs is None else runs
     mine = scored["run_id"].is_in(with_steps.implode())
     if mine.all():  # one run, or all with isolated steps: nothing to split
-        return _inrun(scored, threshold), LabelSource.INRUN
-    inrun = _inrun(scored.filter(mine), threshold)
+        return _inrun(scored, threshold, reference), LabelSource.INRUN
+    inrun = _inrun(scored.filter(mine), threshold, reference)
     return pl.concat([inrun, _detected(scored.filter(~mine), model)], how="diagonal_relaxed").sort("_row"), \
         LabelSource.MIXED
 
 
-def _inrun(scored: pl.DataFrame, threshold: float) -> pl.DataFrame:
-    """Each normal step's kernels against their twins in the same rank's isolated steps."""
+def _inrun(scored: pl.DataFrame, threshold: float, reference: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Each normal step's kernels against their twins in the same rank's isolated steps (``reference``: those
+    kernels, where ``scored`` is a window of a rank's steps that may hold none of them)."""
     isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
-    twins = reference_baselines(slim.filter(~isolated), slim.filter(isolated), by=["run_id", "rank"])
+    mine = slim.filter(isolated) if reference is None else reference
+    twins = reference_baselines(slim.filter(~isolated), mine, by=["run_id", "rank"])
     return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold,
                          source=LabelSource.INRUN.mode)
 
 
 def decide(scored: pl.DataFrame, source: LabelSource, *, baseline: Baseline | None, model: SlowdownDetector,
-           threshold: float, inrun_runs: pl.Series | None = None) -> tuple[pl.DataFrame, LabelSource]:
+           threshold: float, inrun_runs: pl.Series | None = None,
+           inrun_reference: pl.DataFrame | None = None) -> tuple[pl.DataFrame, LabelSource]:
     """Every scored kernel labelled as ``source`` says: against ``baseline``, against the isolated steps of its
-    rank (in the runs that have them: ``inrun_runs``, else those of ``scored``), or by the fitted ``model``;
+    rank (in the runs that have them: ``inrun_runs``, else those of ``scored``; ``inrun_reference``: the isolated
+    steps' kernels, where ``scored`` is a window of a rank's steps), or by the fitted ``model``;
     and the source that did (in-run and detector where a run without isolated steps came with others)."""
     if source is LabelSource.BASELINE and baseline is not None:
         return _paired(scored, baseline, threshold), source
     if source is LabelSource.INRUN:
-        return _inrun_or_detected(scored, model, threshold, inrun_runs)
+        return _inrun_or_detected(scored, model, threshold, inrun_runs, inrun_reference)
     return _detected(scored, model), source
 
 

@@ -79,6 +79,10 @@ class Model:
 
     con: duckdb.DuckDBPyConnection
     staged: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {t: [] for t in schema.ACTIVITIES})
+    # a part of a trace read alone (``traceql.sources.shards``): the communication kernels of other parts that ran
+    # beside its own (``context``) and every activity of its ranks, narrow (``activity``), where it has them
+    context: list[pl.DataFrame] = field(default_factory=list)
+    activity: list[pl.DataFrame] = field(default_factory=list)
 
     def add(self, table: str, frame: pl.DataFrame) -> None:
         """Add a source's rows of one activity relation: its source columns, in order (names may be

@@ -36,8 +36,9 @@ def _meta(path: Path) -> dict:
     return peeked if peeked is not None else (decode(path) or stream(path)).meta
 
 
-def plan(files: list[InputFile]) -> list[tuple[list[InputFile], RunPlan]]:
-    """Each run of ``files`` (grouped as :func:`traceql.sources.kineto.load` groups them) and its plan."""
+def plan(files: list[InputFile], *, windows: bool = True) -> list[tuple[list[InputFile], RunPlan]]:
+    """Each run of ``files`` (grouped as :func:`traceql.sources.kineto.load` groups them) and its plan (a trace
+    is read whole: ``windows`` asks nothing of it)."""
     from traceql.sources.kineto import KinetoFile, assign  # the reader imports this module
 
     out = []

@@ -19,10 +19,11 @@ import polars as pl
 from traceql.errors import InputError
 from traceql.model.engine import Model
 from traceql.sources import by_run, sqlite_header
+from traceql.sources import nsys_parts as parts
 from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, fail
 from traceql.sources.nsys_kernels import launches, read_kernels, rows
-from traceql.sources.nsys_plan import RunPlan, offsets, plan  # noqa: F401 - the reader's plan: sources.shards asks it
+from traceql.sources.nsys_plan import Part, RunPlan, offsets, plan  # noqa: F401 - the reader's plan: sources.shards asks it
 from traceql.sources.ranks import RankAssignment, assign_ranks, name_rank_note, name_without_rank, rank_from_name
 
 FORMAT = "nsys-sqlite"
@@ -86,22 +87,29 @@ def _copy_kind_sql(col: str) -> str:
     return f"CASE {col} {cases} ELSE 'Unknown' END"
 
 
+def _ranked(frame: pl.DataFrame, ranks: list[RankAssignment], f: NsysFile) -> pl.DataFrame:
+    """``frame`` (with ``pid``) with the run id and rank of each row's process (new columns only: the frame
+    itself is not copied)."""
+    mine = [r for r in ranks if r.path == f.path]
+    pids = [r.pid for r in mine]
+    return frame.with_columns(
+        pl.col("pid").replace_strict(pids, [r.run_id for r in mine], return_dtype=pl.String).alias("run_id"),
+        pl.col("pid").replace_strict(pids, [r.rank for r in mine], return_dtype=pl.Int32).alias("rank"))
+
+
 def _load_kernels(model: Model, f: NsysFile, kernels: pl.DataFrame, ranks: list[RankAssignment]) -> pl.DataFrame:
     """Add this export's kernels (:func:`_read_kernels`) to the model as their processes' ranks; returned
     for the devices they ran on."""
-    mine = [r for r in ranks if r.path == f.path]
-    pids = [r.pid for r in mine]  # new columns only: the kernel frame itself is not copied
-    kernels = kernels.with_columns(
-        pl.col("pid").replace_strict(pids, [r.run_id for r in mine], return_dtype=pl.String).alias("run_id"),
-        pl.col("pid").replace_strict(pids, [r.rank for r in mine], return_dtype=pl.Int32).alias("rank"))
+    kernels = _ranked(kernels, ranks, f)
     model.add("kernels", kernels)
     return kernels
 
 
-def _load_memops(model: Model, f: NsysFile) -> None:
+def _load_memops(model: Model, f: NsysFile, part: Part | None) -> None:
     a = f.alias
     launch, launch_join = launches(f)
-    join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join}"
+    join = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0) {launch_join} " \
+           f"WHERE {parts.where(part, f)}"
     head = """m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns, t."end" AS end_ns,
               TRY(t."end" - t.start) AS duration_ns, t.bytes"""
     tail = f"t.correlationId AS correlation_id, {{}} AS kind, {launch} AS launch_ns"
@@ -161,9 +169,10 @@ def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFram
 
 
 def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
-              kernels: dict[str, pl.DataFrame], offset: dict[Path, int]) -> None:
+              kernels: dict[str, pl.DataFrame], offset: dict[Path, int], part: Part | None = None) -> None:
     """Put the attached exports of one run (their kernels already read, by alias) into the model, with
-    ranks as assigned and their clock offsets."""
+    ranks as assigned and their clock offsets; of a ``part`` of an export, also the communication kernels of
+    its other windows beside its own, and (its first window) every activity of its ranks, narrow."""
     con = model.con
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _rankmap (alias VARCHAR, pid BIGINT, run_id VARCHAR, rank INTEGER)")
     con.execute("DELETE FROM _rankmap")
@@ -184,8 +193,13 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
              sorted(r.rank for r in mine), f.path.stat().st_size],
         )
         try:
-            ranked = _load_kernels(model, f, kernels.pop(f.alias), ranks)
-            _load_memops(model, f)
+            mine_kernels = kernels.pop(f.alias)
+            if part is not None and part.window is not None:
+                model.context.append(_ranked(parts.read_context(con, f, part, mine_kernels), ranks, f))
+                if part.first:
+                    model.activity.append(_ranked(parts.read_activity(con, f, part), ranks, f))
+            ranked = _load_kernels(model, f, mine_kernels, ranks)
+            _load_memops(model, f, part)
             _load_nvtx(con, f)
             _load_gpus(con, f, ranked)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
@@ -194,23 +208,24 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             raise fail(f.path, exc) from exc
 
 
-def _ranks(run_plan: RunPlan | None, files: list[NsysFile], run: str | None) -> tuple[list[RankAssignment],
-                                                                             dict[Path, int]]:
+def _ranks(run_plan: RunPlan | None, files: list[NsysFile], run: str | None,
+           part: Part | None) -> tuple[list[RankAssignment], dict[Path, int]]:
     """The ranks and clock offsets of a run's attached exports: as their plan says (some of the run's exports
-    read alone), else from them all."""
+    read alone, or a ``part`` of one), else from them all."""
     if run_plan is None:
         return assign_ranks({f.path: f.pids for f in files}, run), offsets(files)
-    mine = [r for f in files for r in run_plan.of(f.path)]
+    mine = [r for f in files for r in run_plan.of(f.path) if part is None or part.pids is None or r.pid in part.pids]
     for f in files:
-        if sorted(r.pid for r in run_plan.of(f.path)) != f.pids:
+        if part is None and sorted(r.pid for r in run_plan.of(f.path)) != f.pids:
             raise InputError("its processes changed while it was read (a file being written?)", path=str(f.path))
     return mine, run_plan.offsets
 
 
-def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None) -> list[str]:
+def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None, part: Part | None = None) -> list[str]:
     """Insert nsys exports: each run's files are attached read-only, given ranks, loaded and detached. An export
     in WAL mode is read from a temporary copy (SQLite would create -wal/-shm files beside it); that is said.
-    With ``run_plan`` (``nsys_plan``), ``files`` are some exports of its run, given the run's ranks and offsets."""
+    With ``run_plan`` (``nsys_plan``), ``files`` are some exports of its run, given the run's ranks and offsets;
+    with ``part``, only that part of the one export given (its processes, its window of steps)."""
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
         for run, group in by_run(files).items():
@@ -224,10 +239,11 @@ def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None) 
                         notes.append(f"note: {f.path}: a SQLite database in WAL mode; read from a temporary copy, "
                                      "so that nothing is created beside it")
                     attached.append(attach(model.con, f.path, f"src{i}", read_from=copy, scratch=Path(scratch)))
-                    kernels[attached[-1].alias], said = read_kernels(model.con, attached[-1])
+                    kernels[attached[-1].alias], said = read_kernels(
+                        model.con, attached[-1], parts.where(part, attached[-1]), part=part is not None)
                     notes += attached[-1].notes + said + [n for n in [name_rank_note(f.path)] if n]
-                ranks, offset = _ranks(run_plan, attached, run)
-                _load_run(model, attached, ranks, kernels, offset)
+                ranks, offset = _ranks(run_plan, attached, run, part)
+                _load_run(model, attached, ranks, kernels, offset, part)
             finally:
                 for f in attached:
                     model.con.execute(f"DETACH {f.alias}")

@@ -54,7 +54,7 @@ def _unknown(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
                       AND id NOT IN (SELECT id FROM {a}.StringIds WHERE value IS NOT NULL)""")
 
 
-def _query(con: duckdb.DuckDBPyConnection, f: NsysFile, unknown: bool) -> pl.DataFrame:
+def _query(con: duckdb.DuckDBPyConnection, f: NsysFile, unknown: bool, where: str = "TRUE") -> pl.DataFrame:
     a = f.alias
     launch, launch_join = launches(f)
     con.execute(f"CREATE OR REPLACE TYPE _strings_{a} AS ENUM "
@@ -79,20 +79,24 @@ def _query(con: duckdb.DuckDBPyConnection, f: NsysFile, unknown: bool) -> pl.Dat
         LEFT JOIN names sn ON sn.id = t.shortName
         LEFT JOIN names dn ON dn.id = t.demangledName
         {launch_join}
+        WHERE {where}
     """)
 
 
-def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> tuple[pl.DataFrame, list[str]]:
-    """This export's kernels with their process (``pid``), names and launching call, and a warning when some
-    name ids have no text; ``f.pids`` set to the processes that ran kernels. SchemaError when it has none."""
+def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile, where: str = "TRUE",
+                 *, part: bool = False) -> tuple[pl.DataFrame, list[str]]:
+    """This export's kernels (those ``where`` holds for, a SQL condition on the kernel row ``t`` and its launch
+    ``l``) with their process (``pid``), names and launching call, and a warning when some name ids have no
+    text; ``f.pids`` set to the processes that ran kernels. SchemaError when it has none (unless it is a
+    ``part`` of the export, which may)."""
     notes = []
     try:
         read_launches(con, f)
-        kernels = _query(con, f, unknown=False)
+        kernels = _query(con, f, unknown=False, where=where)
         if kernels["_unknown"].any():
             n = int(kernels["_unknown"].sum())
             _unknown(con, f)
-            kernels = _query(con, f, unknown=True)
+            kernels = _query(con, f, unknown=True, where=where)
             example = con.execute(f"SELECT min(id) FROM _unknown_{f.alias}").fetchone()[0]  # type: ignore[index]
             con.execute(f"DROP TABLE _unknown_{f.alias}")
             notes.append(f"warning: {f.path}: kernels: {n:,} kernels name string ids that its StringIds table "
@@ -100,6 +104,6 @@ def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile) -> tuple[pl.DataFr
     except READ_ERRORS as exc:
         raise fail(f.path, exc) from exc
     f.pids = kernels["pid"].unique().sort().to_list()
-    if not f.pids:
+    if not f.pids and not part:
         raise empty_kernels(f.path)
     return kernels.drop("_unknown"), notes

@@ -2,15 +2,21 @@
 its clock offset, from each export's process ids and session start alone (no activity is read).
 
 Reading the exports of a run one by one with their plan gives each the ranks, run id and clock offset the
-whole run read at once gives it (``nsys.load``).
+whole run read at once gives it (``nsys.load``). An export whose process ran more kernels than
+:data:`WINDOW_KERNELS` is read in parts: a process at a time, each a window of its steps at a time (its
+kernels launched from one step's start to a later one's, never cutting a step), so that no part holds more
+kernels than that.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import duckdb
 
 from traceql.model.engine import connect
 from traceql.sources import by_run
@@ -18,14 +24,43 @@ from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, empty_kernels, fail
 from traceql.sources.ranks import RankAssignment, assign_ranks
 
+WINDOW_ENV = "TRACEQL_WINDOW_KERNELS"
+WINDOW_KERNELS = 1_000_000  # kernels of one process from which an export is read a window of steps at a time
+STEP_TEXT = r"^(step_[0-9]+(_nosync)?|ProfilerStep#[0-9]+)$"
+NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one part of an export holds: its processes (None: all) and a window of launch times (``[lo, hi)``
+    of each kernel's launch, else its start; None for either bound: open), on the export's own clock. The first
+    window of a process (``first``) also reads every activity of the process, narrow, for its time breakdown."""
+
+    pids: tuple[int, ...] | None = None
+    window: tuple[int | None, int | None] | None = None
+    first: bool = True
+
+    def describe(self) -> str:
+        if self.window is None:
+            return "" if self.pids is None else f" (process {self.pids[0]})"
+        lo, hi = self.window
+        who = self.pids[0] if self.pids else "*"
+        return f" (process {who}, launches from {lo or 'the start'} to {hi or 'the end'})"
+
 
 @dataclass(frozen=True)
 class RunPlan:
     """Every rank of a run's exports (their processes' ranks and the run's id), and each export's clock offset:
-    what its session started after the run's first (its times count from its own start)."""
+    what its session started after the run's first (its times count from its own start); the parts each export
+    is read in."""
 
     ranks: tuple[RankAssignment, ...]
     offsets: dict[Path, int]
+    parts: dict[Path, tuple[Part, ...]] = field(default_factory=dict)
+
+    def parts_of(self, path: Path) -> tuple[Part, ...]:
+        """The parts of one export (one, the whole of it, unless its processes are too large)."""
+        return self.parts.get(path, (Part(),))
 
     def of(self, path: Path) -> list[RankAssignment]:
         """The ranks of one export."""
@@ -42,35 +77,84 @@ def offsets(files: list[NsysFile]) -> dict[Path, int]:
     return {f.path: f.session_start_ns - min(starts) if f.session_start_ns is not None else 0 for f in files}
 
 
-def _processes(path: Path, alias: str, con: object, scratch: Path, wal: bool) -> NsysFile:
-    """One export attached, its processes that ran kernels read (``pids``), detached."""
+def window_kernels() -> int:
+    """The kernels of one process from which an export is read in windows (``$TRACEQL_WINDOW_KERNELS``)."""
+    text = os.environ.get(WINDOW_ENV, "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else WINDOW_KERNELS
+
+
+def _boundaries(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int) -> list[int]:
+    """The times a process's steps may be cut at: the start of each of its step ranges that begins after every
+    earlier one has ended (a window of steps never cuts one in two)."""
+    if "NVTX_EVENTS" not in f.tables:
+        return []
+    a = f.alias
+    text = "coalesce(n.text, s.value)" if "StringIds" in f.tables else "n.text"
+    strings = f"LEFT JOIN {a}.StringIds s ON s.id = n.textId" if "StringIds" in f.tables else ""
+    ranges = con.execute(f"""
+        SELECT min(n.start) AS s, max(coalesce(n."end", n.start)) AS e FROM {a}.NVTX_EVENTS n {strings}
+        WHERE n.eventType IN {NVTX_RANGES} AND (n.globalTid >> 24) = ({pid} >> 24)
+          AND regexp_matches({text}, '{STEP_TEXT}')
+        GROUP BY {text} ORDER BY s""").fetchall()
+    out, reach = [], None
+    for start, end in ranges:
+        if reach is not None and start >= reach:
+            out.append(start)
+        reach = end if reach is None else max(reach, end)
+    return out
+
+
+def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], limit: int) -> tuple[Part, ...]:
+    """An export's parts: itself, else each process, in windows of steps of about ``limit`` kernels."""
+    if max(counts.values()) <= limit:
+        return (Part(),)
+    parts = []
+    for pid, n in counts.items():
+        cuts = _boundaries(con, f, pid) if n > limit else []
+        every = max(1, round(limit * (len(cuts) + 1) / n)) if cuts else 1
+        chosen = cuts[every - 1::every]
+        bounds = [None, *chosen, None]
+        windows = list(zip(bounds[:-1], bounds[1:], strict=True)) if chosen else [None]
+        parts += [Part((pid,), w, i == 0) for i, w in enumerate(windows)]
+    return tuple(parts)
+
+
+def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: Path, wal: bool,
+               limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
+    """One export attached, its processes that ran kernels read (``pids``) and its parts planned, detached."""
     copy = None
     if wal:
         copy = scratch / f"{alias}-{path.name}"
         shutil.copyfile(path, copy)
-    f = attach(con, path, alias, read_from=copy, scratch=scratch)  # type: ignore[arg-type]
+    f = attach(con, path, alias, read_from=copy, scratch=scratch)
     try:
-        f.pids = [r[0] for r in con.execute(  # type: ignore[attr-defined]
-            f"SELECT DISTINCT coalesce(globalPid, 0) AS p FROM {alias}.{KERNEL_TABLE} ORDER BY p").fetchall()]
+        counts = dict(con.execute(f"SELECT coalesce(globalPid, 0) AS p, count(*) FROM {alias}.{KERNEL_TABLE} "
+                                  "GROUP BY p ORDER BY p").fetchall())
+        f.pids = list(counts)
+        parts = _parts(con, f, counts, limit) if counts else (Part(),)
     except READ_ERRORS as exc:
         raise fail(path, exc) from exc
     finally:
-        con.execute(f"DETACH {alias}")  # type: ignore[attr-defined]
+        con.execute(f"DETACH {alias}")
     if not f.pids:
         raise empty_kernels(path)
-    return f
+    return f, parts
 
 
-def plan(files: list[InputFile]) -> list[tuple[list[InputFile], RunPlan]]:
-    """Each run of ``files`` (grouped as :func:`traceql.sources.nsys.load` groups them) and its plan."""
+def plan(files: list[InputFile], *, windows: bool = True) -> list[tuple[list[InputFile], RunPlan]]:
+    """Each run of ``files`` (grouped as :func:`traceql.sources.nsys.load` groups them) and its plan (its large
+    exports in parts, unless ``windows`` is off)."""
+    limit = window_kernels() if windows else 2**62
     out = []
     con = connect()
     try:
         with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
             for run, group in by_run(files).items():
-                found = [_processes(f.path, f"plan{i}", con, Path(scratch), f.wal) for i, f in enumerate(group)]
-                ranks = assign_ranks({f.path: f.pids for f in found}, run)
-                out.append((group, RunPlan(tuple(ranks), offsets(found))))
+                found = [_processes(f.path, f"plan{i}", con, Path(scratch), f.wal, limit)
+                         for i, f in enumerate(group)]
+                ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
+                out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
+                                           {f.path: parts for f, parts in found})))
     finally:
         con.close()
     return out

@@ -5,10 +5,12 @@ whole run read at once would give it.
     with read_trace(shard=parts[3]) as trace:  # that rank alone, as it is in its run
         ...
 
-A reader that can split its runs declares ``plan(files)``: each run of its files (grouped as its ``load``
-groups them) with the plan of that run, which ``load(model, files, plan)`` then follows for any of the run's
-files, and whose ``place(path)`` says where a file's kernels come in the run read whole (``nsys_plan``,
-``kineto_plan``). A run of one file is one shard: it is read whole, as before.
+A reader that can split its runs declares ``plan(files, windows=...)``: each run of its files (grouped as its
+``load`` groups them) with the plan of that run, which ``load(model, files, plan)`` then follows for any of
+the run's files, and whose ``place(path)`` says where a file's kernels come in the run read whole
+(``nsys_plan``, ``kineto_plan``); a plan with ``parts_of(path)`` reads a file too large for one part in parts
+(``load(model, [file], plan, part)``: nsys, a process and a window of its steps at a time). A run of one
+file of ordinary size is one shard: it is read whole, as before.
 """
 
 from __future__ import annotations
@@ -25,25 +27,33 @@ from traceql.sources.inputs import InputFile
 
 @dataclass(frozen=True)
 class Shard:
-    """Trace files of one run, read together and apart from the rest of the run, as the run's ``plan`` says."""
+    """Trace files of one run, read together and apart from the rest of the run, as the run's ``plan`` says;
+    ``part``: only that part of the one file (a reader's: ``nsys_plan.Part``), None for all of it."""
 
     files: tuple[InputFile, ...]
     plan: Any
     fmt: str
+    part: Any = None
 
     @property
     def name(self) -> str:
-        return ", ".join(str(f.path) for f in self.files)
+        return ", ".join(str(f.path) for f in self.files) + (self.part.describe() if self.part is not None else "")
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the shard is a window of a file's steps (whose breakdown and references span windows)."""
+        return self.part is not None and getattr(self.part, "window", None) is not None
 
     def size(self) -> int:
         """The shard's bytes on disk (what reading it costs, roughly)."""
         return sum(f.path.stat().st_size for f in self.files)
 
 
-def shards(paths: str | Path | Sequence[str | Path] | None) -> list[Shard] | None:
+def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = True) -> list[Shard] | None:
     """The shards of the inputs of one run (files or folders; None: the embedded example), one per trace file in
-    the order the run reads them; None where the run cannot be read a part at a time: files of several
-    formats, Nsight Compute metrics among them, or a format whose reader makes no plan."""
+    the order the run reads them, or (``windows``) per part of a file too large to read at once; None where
+    the run cannot be read a part at a time: files of several formats, Nsight Compute metrics among them, or a
+    format whose reader makes no plan."""
     given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
     files = inputs.resolve(given or None)
     formats = {f.fmt for f in files}
@@ -53,10 +63,15 @@ def shards(paths: str | Path | Sequence[str | Path] | None) -> list[Shard] | Non
     reader = sources.reader(fmt)
     if not hasattr(reader, "plan"):
         return None
-    parts = [Shard((f,), run_plan, fmt) for group, run_plan in reader.plan(files) for f in group]
-    return sorted(parts, key=lambda s: s.plan.place(s.files[0].path))  # the run's order: by run id, then rank
+    parts = [Shard((f,), run_plan, fmt, part) for group, run_plan in reader.plan(files, windows=windows) for f in group
+             for part in (run_plan.parts_of(f.path) if hasattr(run_plan, "parts_of") else (None,))]
+    # the run's order: by run id, then rank (a file's windows in their order: the sort keeps it)
+    return sorted(parts, key=lambda s: s.plan.place(s.files[0].path))
 
 
 def load(model: Any, shard: Shard) -> list[str]:
     """Put one shard into ``model`` through its reader (``sources.load`` for a whole run); its notes."""
-    return sources.reader(shard.fmt).load(model, list(shard.files), shard.plan) or []
+    reader = sources.reader(shard.fmt)
+    if shard.part is None:
+        return reader.load(model, list(shard.files), shard.plan) or []
+    return reader.load(model, list(shard.files), shard.plan, shard.part) or []
