@@ -85,9 +85,10 @@ class Trace:
         self.paths = paths
         self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
         self.closed = False
-        # a part of a file read alone: other parts' communication beside its kernels, its ranks' activity
+        # a part of a file read alone: other parts' communication beside its kernels, and the table (of the
+        # connection, before it is sealed: ``own_sql``) holding its ranks' whole activity, narrow
         self.context: pl.DataFrame | None = None
-        self.activity: pl.DataFrame | None = None
+        self.activity: str | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -193,7 +194,7 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None, *, shard:
         con.close()
         raise
     trace = Trace(con, [f.path for f in checked], notes + dropped, frames)
-    trace.context, trace.activity = _extra(model.context), _extra(model.activity)
+    trace.context, trace.activity = _extra(model.context), model.activity
     return trace
 
 

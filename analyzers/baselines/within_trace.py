@@ -32,6 +32,7 @@ import polars as pl
 
 from traceql.analyzers.baselines.correction import corrected_positions
 from traceql.analyzers.baselines.kinds import BORROWED, CLEAN, CONTAMINATED, CORRECTED, NONE
+from traceql.analyzers.baselines.medians import group_medians
 from traceql.analyzers.baselines.replicas import replica_groups
 from traceql.analyzers.baselines.sequences import canonical_steps, positions, step_sequences
 
@@ -83,10 +84,9 @@ def estimate_stats(parts: list[StatParts]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each position's statistics (``run_id, replica, position`` and :data:`STATS`) and each key's (``run_id,
     replica, key, key_clean_ns``), from the :func:`stat_parts` of a run's ranks in the run's order (or of the
     whole run at once: the same figures)."""
-    dur = pl.col("duration_ns").cast(pl.Float64)
     clean = pl.concat([p.clean for p in parts], how="vertical_relaxed")
-    medians = clean.filter(pl.col("position").is_not_null()).group_by(POSITION).agg(
-        dur.median().alias("position_clean_ns"))
+    medians = group_medians(clean.filter(pl.col("position").is_not_null()), POSITION, "duration_ns",
+                            "position_clean_ns")
     stats = pl.concat([p.mins for p in parts], how="vertical_relaxed").group_by(POSITION, maintain_order=True).agg(
         pl.col("_min").min().cast(pl.Float64).alias("position_min_ns"),
         pl.col("_frac").min().alias("position_min_frac"),
@@ -96,7 +96,7 @@ def estimate_stats(parts: list[StatParts]) -> tuple[pl.DataFrame, pl.DataFrame]:
         dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
         pl.lit(None, pl.Float64).alias("position_clean_ns"))
     stats = stats.join(corrected_positions(rows), on=POSITION, how="left", maintain_order="left")
-    keys = clean.group_by([*PART, "key"]).agg(dur.median().alias("key_clean_ns"))
+    keys = group_medians(clean, [*PART, "key"], "duration_ns", "key_clean_ns")
     as_text = pl.col("run_id").cast(pl.String)
     return (stats.with_columns(as_text).select(*POSITION, *STATS),
             keys.with_columns(as_text))

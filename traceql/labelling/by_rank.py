@@ -159,8 +159,8 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     if not shard.windowed:
         out.breakdown = rank_breakdown(*(hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat
                                          else (kernels, tl.memops)))
-    elif tl.activity is not None:  # the first window of a rank: all of its activity, narrow
-        out.breakdown = rank_breakdown(tl.activity, tl.activity.head(0))
+    else:  # the first window of a rank has its breakdown, of all its activity
+        out.breakdown = tl.breakdown
     out.spans = step_spans(kernels, tl.memops)
     out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
     out.bags = step_bags(inputs)

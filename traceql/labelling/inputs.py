@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceql.analyzers.breakdown import rank_breakdown_sql
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
@@ -32,9 +33,9 @@ class Timeline:
     notes: list[str] = field(default_factory=list)  # what reading it had to do differently
     steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["steps"]))  # step ranges
     # a window of a file's steps read alone (``traceql.sources.shards``): the communication kernels of its other
-    # windows that ran beside its own, and (the first window) every activity of its ranks, narrow
+    # windows that ran beside its own, and (the first window) its ranks' time breakdown, of all their activity
     context: pl.DataFrame | None = None
-    activity: pl.DataFrame | None = None
+    breakdown: pl.DataFrame | None = None
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -60,9 +61,10 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
     """Read the timeline of a trace (files or folders; the embedded example when None), or of one ``shard``
     of a run (``traceql.sources.shards``)."""
     with read_trace(paths, shard=shard) as trace:
+        breakdown = rank_breakdown_sql(trace.own_sql, trace.activity) if trace.activity else None
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                         trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
-                        trace.relation("steps"), trace.context, trace.activity)
+                        trace.relation("steps"), trace.context, breakdown)
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:

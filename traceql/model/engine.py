@@ -4,6 +4,7 @@ it (:class:`Model`), and the one way to put a polars frame into it."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,8 @@ def connect() -> duckdb.DuckDBPyConnection:
             # give freed memory back at once: the model is read into polars, then the connection closes
             "allocator_flush_threshold": "32MiB",
             "allocator_bulk_deallocation_flush_threshold": "32MiB",
+            # where a large sort spills (a rank's whole activity): the temporary folder, never the user's own
+            "temp_directory": str(Path(tempfile.gettempdir()) / "traceql-duckdb"),
         }
     )
     con.execute("SET enable_progress_bar = false")  # DuckDB's own bar on stderr: commands show their own
@@ -80,9 +83,10 @@ class Model:
     con: duckdb.DuckDBPyConnection
     staged: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {t: [] for t in schema.ACTIVITIES})
     # a part of a trace read alone (``traceql.sources.shards``): the communication kernels of other parts that ran
-    # beside its own (``context``) and every activity of its ranks, narrow (``activity``), where it has them
+    # beside its own (``context``), and the table of the connection holding every activity of its ranks, narrow
+    # (``activity``), where it has them
     context: list[pl.DataFrame] = field(default_factory=list)
-    activity: list[pl.DataFrame] = field(default_factory=list)
+    activity: str | None = None
 
     def add(self, table: str, frame: pl.DataFrame) -> None:
         """Add a source's rows of one activity relation: its source columns, in order (names may be

@@ -197,7 +197,7 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             if part is not None and part.window is not None:
                 model.context.append(_ranked(parts.read_context(con, f, part, mine_kernels), ranks, f))
                 if part.first:
-                    model.activity.append(_ranked(parts.read_activity(con, f, part), ranks, f))
+                    model.activity = parts.read_activity(con, f, part)
             ranked = _load_kernels(model, f, mine_kernels, ranks)
             _load_memops(model, f, part)
             _load_nvtx(con, f)
@@ -240,7 +240,8 @@ def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None, 
                                      "so that nothing is created beside it")
                     attached.append(attach(model.con, f.path, f"src{i}", read_from=copy, scratch=Path(scratch)))
                     kernels[attached[-1].alias], said = read_kernels(
-                        model.con, attached[-1], parts.where(part, attached[-1]), part=part is not None)
+                        model.con, attached[-1], parts.where(part, attached[-1]), part=part is not None,
+                        launch_where=parts.launch_where(part))
                     notes += attached[-1].notes + said + [n for n in [name_rank_note(f.path)] if n]
                 ranks, offset = _ranks(run_plan, attached, run, part)
                 _load_run(model, attached, ranks, kernels, offset, part)

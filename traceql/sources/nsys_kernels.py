@@ -24,12 +24,13 @@ def launches(f: NsysFile) -> tuple[str, str]:
                        "AND l.p = coalesce(t.globalPid, 0) >> 24"
 
 
-def read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
-    """The start of each CUDA API call, by correlation id and process, as a temp table for :func:`launches`."""
+def read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile, where: str = "TRUE") -> None:
+    """The start of each CUDA API call (those ``where`` holds for), by correlation id and process, as a temp
+    table for :func:`launches`."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in f.tables:
         con.execute(f"""CREATE OR REPLACE TEMP TABLE _launch_{f.alias} AS
                         SELECT correlationId, globalTid >> 24 AS p, min(start) AS launch
-                        FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY ALL""")
+                        FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME WHERE {where} GROUP BY ALL""")
 
 
 def rows(con: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
@@ -84,14 +85,14 @@ def _query(con: duckdb.DuckDBPyConnection, f: NsysFile, unknown: bool, where: st
 
 
 def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile, where: str = "TRUE",
-                 *, part: bool = False) -> tuple[pl.DataFrame, list[str]]:
+                 *, part: bool = False, launch_where: str = "TRUE") -> tuple[pl.DataFrame, list[str]]:
     """This export's kernels (those ``where`` holds for, a SQL condition on the kernel row ``t`` and its launch
     ``l``) with their process (``pid``), names and launching call, and a warning when some name ids have no
     text; ``f.pids`` set to the processes that ran kernels. SchemaError when it has none (unless it is a
     ``part`` of the export, which may)."""
     notes = []
     try:
-        read_launches(con, f)
+        read_launches(con, f, launch_where)
         kernels = _query(con, f, unknown=False, where=where)
         if kernels["_unknown"].any():
             n = int(kernels["_unknown"].sum())

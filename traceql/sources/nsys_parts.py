@@ -16,12 +16,14 @@ from traceql.sources.nsys_plan import Part
 VALID = 't."end" >= t.start AND TRY(t."end" - t.start) IS NOT NULL'  # what the model keeps of a row
 
 
-def _window(part: Part, launch: str) -> str:
-    """SQL: the row's launch (else its start) in the part's window."""
-    at = f"coalesce({launch}, t.start)"
-    lo, hi = part.window or (None, None)
-    return " AND ".join([*([f"{at} >= {int(lo)}"] if lo is not None else []),
-                         *([f"{at} < {int(hi)}"] if hi is not None else [])]) or "TRUE"
+MARGIN = 10_000  # correlation ids either side of a window's range: calls of other threads a little out of order
+
+
+def _between(value: str, bounds: tuple[int | None, int | None], margin: int = 0) -> str:
+    """SQL: ``value`` in ``[lo - margin, hi + margin)``, an open bound where None."""
+    lo, hi = bounds
+    return " AND ".join([*([f"{value} >= {int(lo) - margin}"] if lo is not None else []),
+                         *([f"{value} < {int(hi) + margin}"] if hi is not None else [])]) or "TRUE"
 
 
 def _processes(part: Part) -> str:
@@ -30,10 +32,30 @@ def _processes(part: Part) -> str:
 
 
 def where(part: Part | None, f: NsysFile) -> str:
-    """SQL over a GPU activity row ``t`` (and its launch, joined): whether it belongs to ``part``."""
+    """SQL over a GPU activity row ``t`` (and its launch ``l``, joined): whether it belongs to ``part``: its
+    processes, and its window of launch times (of start times, for a row no call launched). Only the rows
+    whose correlation id is near the window's are read at all (their launches, and no others, are joined)."""
     if part is None:
         return "TRUE"
-    return f"({_processes(part)}) AND ({_window(part, launches(f)[0])})"
+    if part.window is None:
+        return _processes(part)
+    launch, calls = launches(f)[0], part.calls
+    if launch == "NULL" or calls is None:  # no CUDA calls recorded: the window is one of start times
+        return f"({_processes(part)}) AND ({_between('t.start', part.window)})"
+    near = f"({_between('t.correlationId', calls, MARGIN)}) OR (t.correlationId IS NULL)"
+    member = (f"CASE WHEN {launch} IS NOT NULL THEN ({_between(launch, part.window)}) "
+              f"WHEN t.correlationId IS NOT NULL THEN ({_between('t.correlationId', calls)}) "
+              f"ELSE ({_between('t.start', part.window)}) END")
+    return f"({_processes(part)}) AND ({near}) AND ({member})"
+
+
+def launch_where(part: Part | None) -> str:
+    """SQL over a CUDA call: whether a row of ``part`` may be one it launched (:func:`where`)."""
+    if part is None or part.window is None or part.calls is None:
+        return "TRUE"
+    pids = "TRUE" if part.pids is None else \
+        f"(globalTid >> 24) IN ({', '.join(f'({int(p)} >> 24)' for p in part.pids)})"
+    return f"({pids}) AND ({_between('correlationId', part.calls, MARGIN)})"
 
 
 def _classified(f: NsysFile) -> str:
@@ -42,33 +64,37 @@ def _classified(f: NsysFile) -> str:
 
 
 def read_context(con: duckdb.DuckDBPyConnection, f: NsysFile, part: Part, kernels: pl.DataFrame) -> pl.DataFrame:
-    """The communication kernels of ``part``'s processes launched outside its window that ran while its compute
-    kernels (``kernels``, read) did: ``pid, device, start_ns, end_ns, kind, collective``."""
+    """The communication kernels of ``part``'s processes that ran while its compute kernels (``kernels``, read)
+    did, whichever window launched them: ``pid, device, start_ns, end_ns, kind, collective``."""
     compute = kernels.filter(pl.col("kind") == "compute")
     if part.window is None or compute.is_empty():
         return kernels.select("pid", "device", "start_ns", "end_ns", "kind", "collective").head(0)
     lo, hi = compute["start_ns"].min(), compute["end_ns"].max()
-    launch, join = launches(f)
-    outside = f"NOT ({_window(part, launch)})"
+    # its own communication kernels among them too: a union of intervals holds each once
     return rows(con, f"""
         WITH names AS (SELECT id, value, {kind_expr('value')} AS kind FROM {f.alias}.StringIds)
         SELECT coalesce(t.globalPid, 0) AS pid, t.deviceId AS device, t.start AS start_ns, t."end" AS end_ns,
                'comm' AS kind, {collective_expr('sn.value')} AS collective
-        FROM {f.alias}.{KERNEL_TABLE} t JOIN names sn ON sn.id = t.shortName AND sn.kind = 'comm' {join}
-        WHERE ({_processes(part)}) AND {outside} AND {VALID} AND t."end" > {int(lo)} AND t.start < {int(hi)}
+        FROM {f.alias}.{KERNEL_TABLE} t JOIN names sn ON sn.id = t.shortName AND sn.kind = 'comm'
+        WHERE ({_processes(part)}) AND {VALID} AND t."end" > {int(lo)} AND t.start < {int(hi)}
     """)
 
 
-def read_activity(con: duckdb.DuckDBPyConnection, f: NsysFile, part: Part) -> pl.DataFrame:
-    """Every valid GPU activity of ``part``'s processes (all windows): ``pid, start_ns, end_ns, kind``
-    (``compute``, ``comm`` ... for kernels, ``memcpy``/``memset``), for their time breakdown."""
+ACTIVITY = "_activity"  # the table every activity of a window's ranks is put in, narrow
+
+
+def read_activity(con: duckdb.DuckDBPyConnection, f: NsysFile, part: Part) -> str:
+    """Every valid GPU activity of ``part``'s processes (all windows: ``run_id, rank, start_ns, end_ns, kind``,
+    ``compute``, ``comm`` ... for kernels, ``memcpy``/``memset``) put in a table of the model's connection, for
+    their time breakdown; its name."""
     a = f.alias
-    parts = [f"""SELECT coalesce(t.globalPid, 0) AS pid, t.start AS start_ns, t."end" AS end_ns,
-                        coalesce(n.kind, 'compute') AS kind
-                 FROM {a}.{KERNEL_TABLE} t LEFT JOIN ({_classified(f)}) n ON n.id = t.shortName
-                 WHERE ({_processes(part)}) AND {VALID}"""]
+    mapped = f"JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(t.globalPid, 0)"
+    parts = [f"""SELECT m.run_id, m.rank, t.start AS start_ns, t."end" AS end_ns, coalesce(n.kind, 'compute') AS kind
+                 FROM {a}.{KERNEL_TABLE} t {mapped} LEFT JOIN ({_classified(f)}) n ON n.id = t.shortName
+                 WHERE {VALID}"""]
     for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
         if table in f.tables:
-            parts.append(f"""SELECT coalesce(t.globalPid, 0), t.start, t."end", '{kind}' FROM {a}.{table} t
-                             WHERE ({_processes(part)}) AND {VALID}""")
-    return rows(con, " UNION ALL ".join(parts)).with_columns(pl.col("kind").cast(pl.Categorical))
+            parts.append(f"""SELECT m.run_id, m.rank, t.start, t."end", '{kind}' FROM {a}.{table} t {mapped}
+                             WHERE {VALID}""")
+    con.execute(f"CREATE OR REPLACE TABLE {ACTIVITY} AS {' UNION ALL '.join(parts)}")  # compressed (engine)
+    return ACTIVITY

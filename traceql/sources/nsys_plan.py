@@ -39,6 +39,8 @@ class Part:
     pids: tuple[int, ...] | None = None
     window: tuple[int | None, int | None] | None = None
     first: bool = True
+    # the window as correlation ids ([lo, hi) of the CUDA calls made in it): which rows to read at all
+    calls: tuple[int | None, int | None] | None = None
 
     def describe(self) -> str:
         if self.window is None:
@@ -104,6 +106,15 @@ def _boundaries(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int) -> list[i
     return out
 
 
+def _calls(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int, times: list[int]) -> list[int | None]:
+    """For each time, the first CUDA call of the process made at or after it (its correlation id; None: none
+    is): correlation ids follow the calls' order, so a window of time is a range of them."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in f.tables:
+        return [None] * len(times)
+    return [con.execute(f"SELECT min(correlationId) FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME "
+                        f"WHERE (globalTid >> 24) = ({pid} >> 24) AND start >= ?", [t]).fetchone()[0] for t in times]
+
+
 def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], limit: int) -> tuple[Part, ...]:
     """An export's parts: itself, else each process, in windows of steps of about ``limit`` kernels."""
     if max(counts.values()) <= limit:
@@ -113,9 +124,12 @@ def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], 
         cuts = _boundaries(con, f, pid) if n > limit else []
         every = max(1, round(limit * (len(cuts) + 1) / n)) if cuts else 1
         chosen = cuts[every - 1::every]
-        bounds = [None, *chosen, None]
-        windows = list(zip(bounds[:-1], bounds[1:], strict=True)) if chosen else [None]
-        parts += [Part((pid,), w, i == 0) for i, w in enumerate(windows)]
+        if not chosen:
+            parts.append(Part((pid,)))
+            continue
+        bounds, calls = [None, *chosen, None], [None, *_calls(con, f, pid, chosen), None]
+        parts += [Part((pid,), (bounds[i], bounds[i + 1]), i == 0, (calls[i], calls[i + 1]))
+                  for i in range(len(bounds) - 1)]
     return tuple(parts)
 
 
