@@ -1,0 +1,223 @@
+"""The four passes of a run labelled a rank at a time (:mod:`traceql.labelling.by_rank`), each a task over one
+shard: what it reads, what it stores in the run's scratch folder, and what it gives back to be put together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceql.analyzers.baselines.physical import ORDER, tick_samples
+from traceql.analyzers.baselines.replicas import step_bags
+from traceql.analyzers.baselines.sequences import PLACES, Canonical, Sequences, gathered, sequence_places
+from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
+from traceql.analyzers.baselines.within_trace import NARROW, stat_parts, with_estimates, with_replicas
+from traceql.analyzers.breakdown import rank_breakdown
+from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, signature_instances
+from traceql.analyzers.compat import hta_view
+from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
+from traceql.analyzers.detection.features import COLUMNS, features_of
+from traceql.analyzers.overlap import comm_overlap
+from traceql.analyzers.reports import step_cases, step_spans
+from traceql.labelling.inputs import Baseline, read_timeline
+from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_inputs, scored
+from traceql.labelling.result import _kinds
+from traceql.labelling.sources import LabelSource
+from traceql.model import schema
+from traceql.sources.shards import Shard
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the run is labelled, and where its shards' working files go: sent once to every task."""
+
+    baseline: Baseline | None
+    threshold: float
+    single_trace: bool
+    hta_compat: bool
+    folder: Path
+
+    def path(self, i: int, what: str) -> Path:
+        return self.folder / f"shard{i}.{what}"
+
+
+@dataclass
+class Read:
+    """What reading one shard gives its run (pass 1)."""
+
+    ranks: pl.DataFrame
+    notes: list[str]
+    compute: int = 0
+    comm: bool = False
+    metrics: bool = False
+    isolated: bool = False  # whether any of its kernels is in an isolated step
+    isolated_runs: list[str] = field(default_factory=list)  # the runs of its compute kernels in isolated steps
+    breakdown: pl.DataFrame | None = None
+    spans: pl.DataFrame | None = None
+    copies: pl.DataFrame | None = None
+    ticks: pl.DataFrame | None = None
+    bags: tuple[pl.DataFrame, pl.DataFrame] | None = None
+    edges: pl.DataFrame | None = None  # where its launches begin and end (a window of a rank's steps)
+    reference: pl.DataFrame | None = None  # its isolated steps' kernels (a window: its rank's reference, in part)
+    seen: pl.DataFrame | None = None  # the ranks of its kernels outside isolated steps
+    runs: list[str] = field(default_factory=list)  # the runs of its compute kernels
+    sequences: Sequences = field(default_factory=list)
+    matched: int = 0  # compute kernels whose signature the baseline has
+
+
+@dataclass(frozen=True)
+class Run:
+    """The run's figures made from every shard's parts, sent to the later passes."""
+
+    settings: Settings
+    copies: pl.DataFrame
+    ticks: pl.DataFrame
+    replicas: pl.DataFrame
+    canonical: Canonical
+    aligned: list[list[np.ndarray | None]]  # each shard's distinct sequences aligned with their canonical step
+    windowed: bool = False  # whether any shard is a window of a rank's steps (then its parts are in launch order)
+    stats: pl.DataFrame | None = None
+    keys: pl.DataFrame | None = None
+    reference: pl.DataFrame | None = None  # every rank's isolated steps' kernels, where windows split them
+    detector: Any = None
+    source: LabelSource = LabelSource.DETECTOR
+    inrun_runs: pl.Series | None = None
+
+
+@dataclass
+class Labelled:
+    """What labelling one shard gives its run (pass 4): its rows are stored, these are their sums."""
+
+    cases: pl.DataFrame
+    steps: pl.DataFrame
+    case_rows: pl.DataFrame
+    instances: pl.DataFrame
+    kernels: int
+    baseline_kinds: dict[str, int]
+    reference_kinds: dict[str, dict[str, int]]
+
+
+def read(item: tuple[int, Shard], settings: Settings) -> Read:
+    """Pass 1: one shard read; its compute kernels, with their overlap, stored in the scratch folder."""
+    i, shard = item
+    tl = read_timeline(None, shard=shard)
+    kernels = tl.kernels
+    out = Read(tl.ranks.select("run_id", "rank"), list(tl.notes), metrics=not tl.ranks.is_empty() and tl.has_metrics)
+    out.isolated = bool((kernels["step_kind"] == "isolated").any())
+    out.comm = bool((kernels["kind"] == "comm").any())
+    overlap = comm_overlap(kernels, tl.context)
+    out.isolated_runs = overlap.filter(_isolated(overlap))["run_id"].unique().to_list()
+    out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
+    if not out.compute:
+        return out
+    isolated = _isolated(overlap)
+    inputs = overlap.filter(~isolated)
+    if not shard.windowed:
+        out.breakdown = rank_breakdown(*(hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat
+                                         else (kernels, tl.memops)))
+    else:  # the first window of a rank has its breakdown, of all its activity
+        out.breakdown = tl.breakdown
+    out.spans = step_spans(kernels, tl.memops)
+    out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
+    out.bags = step_bags(inputs)
+    if shard.windowed and out.isolated:
+        out.reference = overlap.filter(isolated).select(TWIN_INPUTS[1:])
+    out.sequences, places = sequence_places(inputs)
+    out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
+    if settings.baseline is not None:
+        out.matched = int(overlap["signature"].is_in(settings.baseline.signatures.implode()).sum())
+    at = isolated.not_().arg_true()  # the places of the kernels outside isolated steps, where they are
+    nulls = pl.repeat(None, overlap.height, dtype=pl.Int32, eager=True)
+    overlap.with_columns(nulls.alias(c).scatter(at, places[c]) for c in PLACES).write_ipc(
+        settings.path(i, "kernels.arrow"))
+    return out
+
+
+def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
+    """A shard's stored compute kernels as the labels need them (``labelling.label.prepared``): with
+    ``ddp_copy``, a row id ``_row`` and ``tick_ns``."""
+    return overlap.with_columns(extra["ddp_copy"]).with_row_index("_row").with_columns(extra["tick_ns"])
+
+
+def place(item: tuple[int, Shard], run: Run) -> int:
+    """Pass 2: the kernels prepared as the labels need them (``ddp_copy``, ``_row``, ``tick_ns``) and each placed
+    in its replicas' canonical step; the parts of the statistics stored."""
+    i, _ = item
+    overlap = pl.read_ipc(run.settings.path(i, "kernels.arrow"))
+    extra = pl.DataFrame([mark_copies(overlap, run.copies)]).with_columns(
+        overlap.select("run_id").join(run.ticks, on="run_id", how="left", maintain_order="left")["tick_ns"])
+    extra.write_ipc(run.settings.path(i, "extra.arrow"))  # what the labels add to the kernels stored: small
+    prepared = _prepared(overlap, extra)
+    outside = prepared.filter(~_isolated(prepared))
+    rows = with_replicas(feature_inputs(prepared), run.replicas).with_columns(
+        gathered(outside.select(*PLACES), run.aligned[i]))
+    rows.write_ipc(run.settings.path(i, "placed.arrow"))
+    parts = stat_parts(rows.select(NARROW))
+    for name in ("clean", "mins", "dirty"):
+        getattr(parts, name).write_ipc(run.settings.path(i, f"{name}.arrow"))
+    return rows.height
+
+
+def _features(i: int, run: Run) -> pl.DataFrame:
+    rows = pl.read_ipc(run.settings.path(i, "placed.arrow"))
+    return features_of(with_estimates(rows, run.stats, run.keys))
+
+
+def features(item: tuple[int, Shard], run: Run) -> int:
+    """Pass 3: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order."""
+    i, _ = item
+    table = _features(i, run)
+    stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
+    table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
+    run.settings.path(i, "placed.arrow").unlink()
+    judged = ordered_rows(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
+    judged.write_ipc(run.settings.path(i, "judged.arrow"))
+    return judged.height
+
+
+def ordered_rows(i: int, run: Run, table: pl.DataFrame) -> pl.DataFrame:
+    """The detector's columns of ``table`` (rows of shard ``i``, with ``_row``); of a window of a rank's steps,
+    with the columns of the run's kernel order too (windows hold launches, not the order they are read in)."""
+    if not run.windowed:
+        return table.select(COLUMNS)
+    order = pl.read_ipc(run.settings.path(i, "kernels.arrow"), columns=ORDER)
+    return order[table["_row"]].hstack(table.select(COLUMNS))
+
+
+def detector_matrix(frames: list[pl.DataFrame], windowed: bool) -> np.ndarray:
+    """Rows of several shards as the detector takes them, in the run's kernel order."""
+    if not frames:
+        return np.empty((0, len(COLUMNS)))
+    rows = pl.concat(frames, how="vertical_relaxed")
+    if windowed:
+        rows = rows.sort(ORDER, nulls_last=True, maintain_order=True)
+    return rows.select(COLUMNS).to_numpy()
+
+
+def _candidates(x: np.ndarray) -> np.ndarray:
+    from traceql.analyzers.detection.detector import SlowdownDetector
+
+    return SlowdownDetector()._candidates(x)  # noqa: SLF001 - the one definition of the rows it judges
+
+
+def label(item: tuple[int, Shard], run: Run) -> Labelled:
+    """Pass 4: scored and labelled; the rows stored (parquet) and summed up."""
+    i, _ = item
+    overlap = _prepared(*(pl.read_ipc(run.settings.path(i, f"{name}.arrow")) for name in ("kernels", "extra")))
+    added = pl.read_ipc(run.settings.path(i, "features.arrow"))
+    table = overlap.select("_row", *(c for c in FEATURE_INPUTS if c not in added.columns)).join(
+        added, on="_row", maintain_order="left")
+    rows, _ = decide(scored(overlap, table, run.detector), run.source, baseline=run.settings.baseline,
+                     model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs,
+                     inrun_reference=run.reference)
+    rows = rows.select(*schema.CASES)
+    rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
+    for name in ("kernels", "extra", "features"):
+        run.settings.path(i, f"{name}.arrow").unlink()
+    baseline, reference = _kinds(rows)
+    return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
+                    signature_instances(rows), rows.height, baseline, reference)
