@@ -1,0 +1,115 @@
+"""A run labelled a rank at a time (``traceql.labelling.by_rank``) gives the labels of the run read whole: on
+every shipped run, with a rank read a window of its steps at a time, in worker processes and on a Dask
+cluster; its working files are gone once it is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.paths import DDP_FILES, DDP_TRACE, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, RUNS, SINGLE_TRACE, corpus
+from traceql.labelling.by_rank import SCRATCH_ENV, Settings, label_by_rank, scratch
+from traceql.labelling.inputs import read_baseline, read_timeline
+from traceql.labelling.label import label
+from traceql.labelling.result import DetectResult, StoredRows
+from traceql.parallel import Pool
+from traceql.sources.nsys_plan import WINDOW_ENV
+from traceql.sources.shards import shards
+
+# the order of a run's kernels whatever order they were read in (a window of steps holds launches)
+ORDER = ["run_id", "rank", "start_ns", "device", "stream", "end_ns"]
+
+RUNS_SHIPPED = [
+    pytest.param(DDP_TRACE, None, False, id="detector"),
+    pytest.param(DDP_TRACE, SINGLE_TRACE, False, id="paired"),
+    pytest.param(INRUN_TRACE, None, False, id="inrun"),
+    pytest.param(INRUN_TRACE, None, True, id="inrun-single-trace"),
+    pytest.param(RUNS / "gpt2-4rank-nsys", None, False, id="4-ranks"),
+    pytest.param(RUNS / "gpt2-4rank-straggler-nsys", None, False, id="4-ranks-straggler"),
+    pytest.param(RUNS / "gpt2-torch", None, False, id="kineto"),
+    pytest.param(RUNS / "seqpar-nsys", None, False, id="sequence-parallel"),
+    pytest.param(RUNS / "resnet50-inrun-nsys", None, False, id="resnet-inrun"),
+    corpus(KINETO_TOY, None, False, id="kineto-toy"),
+    corpus(PUBLIC / "hta-kineto" / "trace_filter", None, False, id="public-hta"),
+]
+
+
+def _both(run: Path, base: Path | None, single: bool, *, workers: int = 1) -> tuple[DetectResult, DetectResult]:
+    """The run labelled read whole, and a rank at a time."""
+    baseline = read_baseline(base) if base else None
+    whole = label(read_timeline(run), baseline=baseline, single_trace=single)
+    parts = shards(run)
+    with scratch() as tmp, Pool(workers) as pool:
+        by_rank = label_by_rank(parts, Settings(baseline, 1.2, single, False, Path(tmp)), pool=pool)
+        assert not list(Path(tmp).iterdir())  # every working file removed once read
+    assert isinstance(by_rank.rows, StoredRows) and len(by_rank.rows.files) == len(parts)
+    return whole, by_rank
+
+
+def _same(whole: DetectResult, by_rank: DetectResult, *, sort: bool = False) -> None:
+    a, w = by_rank.kernels, whole.kernels
+    if sort:
+        a, w = a.sort(ORDER, maintain_order=True), w.sort(ORDER, maintain_order=True)
+    assert a.equals(w)
+    for frame in ("ranks", "steps", "top_signatures"):
+        assert getattr(by_rank, frame).equals(getattr(whole, frame)), frame
+    assert (by_rank.mode, by_rank.match_rate, by_rank.notes) == (whole.mode, whole.match_rate, whole.notes)
+
+
+@pytest.mark.parametrize(("run", "base", "single"), RUNS_SHIPPED)
+def test_rank_by_rank_gives_the_labels_of_the_whole_run(run: Path, base: Path | None, single: bool) -> None:
+    whole, by_rank = _both(run, base, single)
+    assert len(shards(run)) > 1
+    _same(whole, by_rank)
+    assert by_rank.to_dict() == whole.to_dict()
+
+
+@pytest.mark.parametrize(("run", "base"), [
+    pytest.param(DDP_TRACE, SINGLE_TRACE, id="paired"),
+    pytest.param(INRUN_TRACE, None, id="inrun"),
+    pytest.param(RUNS / "gpt2-4rank-straggler-nsys", None, id="4-ranks-straggler"),
+    corpus(NSYS / "gpt2_ddp2_cap2.sqlite", None, id="two-processes-one-file"),
+])
+def test_windows_of_steps_give_the_labels_of_the_whole_run(monkeypatch: pytest.MonkeyPatch, run: Path,
+                                                           base: Path | None) -> None:
+    """A rank too large for one part is read a window of steps at a time (here: windows of 1000 kernels)."""
+    monkeypatch.setenv(WINDOW_ENV, "1000")
+    parts = shards(run)
+    assert all(p.windowed for p in parts) and len(parts) >= 3 * len(shards(run, windows=False))
+    whole, by_rank = _both(run, base, False)
+    _same(whole, by_rank, sort=True)  # the rows come a window at a time
+
+
+def test_worker_processes_give_the_serial_labels() -> None:
+    whole, by_rank = _both(RUNS / "gpt2-4rank-nsys", None, False, workers=2)
+    _same(whole, by_rank)
+
+
+def test_a_4_worker_cluster_gives_the_serial_output(invoke, dask_scheduler: str, tmp_path: Path) -> None:
+    """``detect`` of a run of rank files, its ranks spread over the workers of a Dask LocalCluster."""
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    serial = invoke("detect", run, "--out", tmp_path / "serial.parquet")
+    remote = invoke("detect", run, "--out", tmp_path / "remote.parquet", "--scheduler", dask_scheduler)
+    assert serial.exit_code == remote.exit_code == 0, remote.stderr
+    assert remote.stdout == serial.stdout
+    assert remote.stderr == serial.stderr.replace("serial.parquet", "remote.parquet")
+    rows = pl.read_parquet(tmp_path / "remote.parquet")
+    assert rows.equals(pl.read_parquet(tmp_path / "serial.parquet"))
+    assert rows.equals(label(read_timeline(run)).kernels)
+
+
+def test_the_scratch_folder_must_be_a_folder(invoke, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(SCRATCH_ENV, str(tmp_path / "missing"))
+    result = invoke("detect", *DDP_FILES)
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: {tmp_path / 'missing'}: ${SCRATCH_ENV} is not a folder (the scratch folder "
+                             "every worker sees)\n")
+
+
+def test_the_scratch_folder_is_left_empty(invoke, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(SCRATCH_ENV, str(tmp_path))
+    result = invoke("detect", DDP_TRACE, "--out", tmp_path / "rows.parquet")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
