@@ -1,16 +1,20 @@
 """`detect` at scale: wall time and peak memory on real traces made millions of kernels long, side by side
-with a bare scan of the same kernel table.
+with a bare scan of the same kernel tables.
 
-    python bench/scale.py                       # 1.9 M kernels (about 5 min on 2 cores)
-    python bench/scale.py --sizes 1.9 10        # and 10 M (needs several GB of disk in the temp folder)
+    python bench/scale.py                       # 32 ranks (11.7 M kernels) and 1.9 M (about 8 min on 2 cores)
+    python bench/scale.py --sizes 1.9 10 --one  # and 10 M, + one export of each size (several GB of disk)
     python bench/scale.py --hta /path/to/python # + HTA 0.5.0 (installed in that interpreter) on Kineto
 
 The shipped traces (``datasets/``) are repeated with time shifts (``bench/scaled.py``) into a temp folder:
 the two-rank GPT-2 DDP run (single-trace labels: ``detector``) and its isolated run (``baseline``), the run
-with isolated steps (``inrun``), and the torch.profiler run (Kineto). Every command runs in a fresh process;
-its wall time and peak resident memory (``wait4``) are printed, and each time as a multiple of the bare scan:
-connect, ATTACH, read every column of the kernel table into Arrow (the floor any DuckDB reader pays; the
-better of two runs). The traces are read once before, so that no command pays the disk.
+with isolated steps (``inrun``), and the torch.profiler run (Kineto). The many-rank run is that two-rank
+run made longer, its two exports linked (or copied) under the names of ``--ranks`` ranks. ``--one`` adds one
+export of each size: rank 0 alone, made as long as the whole run.
+
+Every command runs in a fresh process; its wall time and peak resident memory (``wait4``) are printed, and
+each time as a multiple of two bare scans of the same kernel tables (connect, ATTACH, read into Arrow; the
+better of two runs): every column (``x all``: the floor any DuckDB reader pays), and only the columns
+`detect` reads (``x cols``). The traces are read once before, so that no command pays the disk.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scaled import scale_kineto, scale_nsys
+from scaled import link_ranks, scale_kineto, scale_nsys
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets"
@@ -39,10 +43,14 @@ BARE = """
 import sys
 from traceql.model import engine
 con = engine.connect()
-for i, path in enumerate(sys.argv[1:]):
+for i, path in enumerate(sys.argv[2:]):
     con.execute(f"ATTACH {engine.sql_literal(path)} AS f{i} (TYPE SQLITE, READ_ONLY)")
-    con.execute(f"SELECT * FROM f{i}.CUPTI_ACTIVITY_KIND_KERNEL").fetch_arrow_table()
+    con.execute(f"SELECT {sys.argv[1]} FROM f{i}.CUPTI_ACTIVITY_KIND_KERNEL").fetch_arrow_table()
 """
+# the kernel columns `detect` reads (traceql/sources/nsys_kernels.py)
+COLUMNS = ", ".join(["globalPid", "deviceId", "streamId", "start", '"end"', "shortName", "demangledName",
+                     "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+                     "staticSharedMemory", "dynamicSharedMemory", "correlationId"])
 HTA = """
 import logging, sys, warnings
 warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
@@ -96,33 +104,71 @@ def warm(paths: list[Path]) -> None:
                 pass
 
 
-def row(name: str, wall: float, peak: float, bare: float | None) -> None:
-    ratio = f"{wall / bare:8.2f}x" if bare else " " * 9
-    print(f"{name:34s} {wall:9.2f} {peak:10.0f} {ratio}", flush=True)
+TRACEQL = [sys.executable, "-m", "traceql"]
 
 
-def nsys_size(millions: float, tmp: Path) -> None:
-    traceql = [sys.executable, "-m", "traceql"]
+def row(name: str, wall: float, peak: float, bare: tuple[float, float] | None = None) -> None:
+    ratios = f"{wall / bare[0]:8.2f}x {wall / bare[1]:8.2f}x" if bare else ""
+    print(f"{name:32s} {wall:8.2f} {peak:9.0f} {ratios}", flush=True)
+
+
+def header(title: str) -> None:
+    print(f"\n{title}", flush=True)
+    print(f"{'':32s} {'wall s':>8s} {'peak MiB':>9s} {'x all':>9s} {'x cols':>9s}")
+
+
+def scans(files: list[Path]) -> tuple[float, float]:
+    """The two bare scans of the kernel tables of ``files`` (the better of two runs each), printed."""
+    out = []
+    for name, columns in (("every column", "*"), ("the columns detect reads", COLUMNS)):
+        wall, peak = min(measure([sys.executable, "-c", BARE, columns, *map(str, files)]) for _ in range(2))
+        row(f"scan: {name}", wall, peak)
+        out.append(wall)
+    return out[0], out[1]
+
+
+def nsys_size(millions: float, tmp: Path, one: bool) -> None:
     per_copy = kernels_per_copy(RUNS["detector"][0])
     copies = max(1, round(millions * 1e6 / per_copy))
-    print(f"\n{copies * per_copy:,} kernels: the 2-rank GPT-2 run x {copies} "
-          f"(built in {tmp})", flush=True)
-    print(f"{'':34s} {'wall s':>9s} {'peak MiB':>10s} {'x bare':>9s}")
     runs = {}
     t0 = time.perf_counter()
     for source, (files, iso) in RUNS.items():
         n = copies if source != "inrun" else max(1, round(copies * per_copy / kernels_per_copy(files)))
         runs[source] = (build(files, tmp / f"{files[0].parents[1].name}-x{n}", n),  # one build per run folder
                         build(iso, tmp / f"{iso[0].parents[1].name}-x{min(n, 20)}", min(n, 20)) if iso else None)
-    print(f"{'(building the traces)':34s} {time.perf_counter() - t0:9.2f}", flush=True)
+    rank0 = RUNS["detector"][0][:1]
+    single = build(rank0, tmp / f"one-x{2 * copies}", 2 * copies) if one else []
+    header(f"{copies * per_copy:,} kernels: the 2-rank GPT-2 run x {copies} (built in "
+           f"{time.perf_counter() - t0:.0f} s)")
     main = runs["detector"][0]
     warm([p for files, iso in runs.values() for p in [*files, *(iso or [])]])
-    bare, peak = min(measure([sys.executable, "-c", BARE, *map(str, main)]) for _ in range(2))
-    row("bare scan of the kernel table", bare, peak, None)
-    row("traceql info", *measure([*traceql, "info", str(main[0].parent)]), bare)
+    bare = scans(main)
+    row("traceql info", *measure([*TRACEQL, "info", str(main[0].parent)]), bare)
     for source, (files, iso) in runs.items():
         args = [str(files[0].parent)] + (["--baseline", str(iso[0].parent)] if iso else [])
-        row(f"traceql detect ({source})", *measure([*traceql, "detect", *args]), bare)
+        row(f"traceql detect ({source})", *measure([*TRACEQL, "detect", *args]), bare)
+    if single:
+        warm(single)
+        header(f"one export: rank 0 x {2 * copies} ({kernels_per_copy(single):,} kernels)")
+        row("traceql detect", *measure([*TRACEQL, "detect", str(single[0])]), scans(single))
+
+
+def ranks(count: int, millions: float, tmp: Path) -> None:
+    """A run of ``count`` rank exports, ``millions`` of kernels in all: the 2-rank run made longer, its exports
+    linked under the names of ``count`` ranks."""
+    files = RUNS["detector"][0]
+    copies = max(1, round(millions * 1e6 / (count / 2) / kernels_per_copy(files)))
+    t0 = time.perf_counter()
+    base = build(files, tmp / f"ranks-base-x{copies}", copies)
+    folder = tmp / f"ranks-{count}-x{copies}"
+    run = link_ranks(base, folder, count)
+    total = kernels_per_copy(base) * count // 2
+    header(f"{count} ranks, {total:,} kernels: the 2-rank GPT-2 run x {copies}, linked as {count} (built in "
+           f"{time.perf_counter() - t0:.0f} s)")
+    warm(base)
+    bare = scans(run)
+    row("traceql info", *measure([*TRACEQL, "info", str(folder)]), bare)
+    row("traceql detect", *measure([*TRACEQL, "detect", str(folder)]), bare)
 
 
 def kineto(copies: int, tmp: Path, hta: str | None) -> None:
@@ -137,28 +183,33 @@ def kineto(copies: int, tmp: Path, hta: str | None) -> None:
     warm(sorted(folder.iterdir()))
     mb = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
     print(f"\nKineto: the 2-rank torch.profiler run x {copies} ({mb:,.0f} MiB of JSON)")
-    print(f"{'':34s} {'wall s':>9s} {'peak MiB':>10s} {'x HTA':>9s}")
+    print(f"{'':32s} {'wall s':>8s} {'peak MiB':>9s} {'x HTA':>9s}")
     hta_wall = None
     if hta:
         hta_wall, peak = measure([hta, "-c", HTA, str(folder)])
-        row("HTA 0.5.0 parse + overlap", hta_wall, peak, None)
-    for cmd in (["info"], ["detect"]):
-        wall, peak = measure([sys.executable, "-m", "traceql", *cmd, str(folder)])
+        row("HTA 0.5.0 parse + overlap", hta_wall, peak)
+    for cmd in ("info", "detect"):
+        wall, peak = measure([*TRACEQL, cmd, str(folder)])
         ratio = f"{hta_wall / wall:8.2f}x" if hta_wall else ""
-        print(f"{'traceql ' + ' '.join(cmd):34s} {wall:9.2f} {peak:10.0f} {ratio}", flush=True)
+        print(f"{'traceql ' + cmd:32s} {wall:8.2f} {peak:9.0f} {ratio}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=float, nargs="+", default=[1.9], help="millions of kernels (default 1.9)")
+    ap.add_argument("--sizes", type=float, nargs="*", default=[1.9], help="millions of kernels (default 1.9)")
+    ap.add_argument("--one", action="store_true", help="also one export of each size (rank 0 made longer)")
+    ap.add_argument("--ranks", type=int, default=32, help="ranks of the many-rank run (default 32; 0: skip)")
+    ap.add_argument("--rank-millions", type=float, default=11.7, help="its millions of kernels (default 11.7)")
     ap.add_argument("--kineto-copies", type=int, default=13, help="repeats of the Kineto run (0: skip; 13: 2 x 141 MB)")
     ap.add_argument("--hta", help="a Python interpreter with holistictraceanalysis 0.5.0 installed")
     ap.add_argument("--keep", type=Path, help="build (and reuse) the traces in this folder")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="traceql-scale-")) if args.keep is None else args.keep
     try:
+        if args.ranks:
+            ranks(args.ranks, args.rank_millions, tmp)
         for size in args.sizes:
-            nsys_size(size, tmp)
+            nsys_size(size, tmp, args.one)
         if args.kineto_copies:
             kineto(args.kineto_copies, tmp, args.hta)
     finally:

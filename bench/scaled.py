@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -111,3 +112,20 @@ def scale_kineto(src: Path, dst: Path, copies: int) -> int:
     raw = json.dumps(doc, separators=(",", ":")).encode()
     dst.write_bytes(gzip.compress(raw, compresslevel=1) if dst.suffix == ".gz" else raw)
     return sum(1 for e in out if e.get("cat") == "kernel")
+
+
+def link_ranks(exports: list[Path], folder: Path, count: int) -> list[Path]:
+    """A run of ``count`` rank exports in ``folder``: ``exports`` linked (or copied, across file systems) in
+    turn under the names ``<stem>_rank<i>.sqlite``; made once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = exports[0].name.split("_rank")[0]
+    run = []
+    for r in range(count):
+        dst = folder / f"{stem}_rank{r}.sqlite"
+        if not dst.exists():
+            try:
+                os.link(exports[r % len(exports)], dst)
+            except OSError:
+                shutil.copyfile(exports[r % len(exports)], dst)
+        run.append(dst)
+    return run

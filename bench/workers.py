@@ -2,13 +2,17 @@
 
     python bench/workers.py [--copies 12] [--workers 2] [--repeat 1] [--keep DIR]
     python bench/workers.py --sweep 100            # 100 small traces, one of them corrupt, --workers 2
+    python bench/workers.py --ranks 32 --workers 8 --cluster 4   # one run of 32 rank exports
 
 The 8 traces are real exports made longer (``bench/scaled.py``: their steps repeated, shifted in time): the
 four DDP runs of ../shared/datasets/h200-ddp/nsys and the embedded GPT-2 pair (``datasets/default``),
 at a few lengths, so that no two are the same. Each command runs as a whole process (start-up, reading,
 labelling, writing), serial and parallel in turn; the wall times, their ratio and whether both gave the
 same result are printed. The sweep checks many small traces: its progress bar (on a terminal), the corrupt
-trace reported as failed, the others added.
+trace reported as failed, the others added. ``--ranks`` times one run of many rank exports (the embedded
+GPT-2 pair made longer, linked under the names of 32 ranks: ``bench/scaled.py``; needs nothing of the shared
+corpus) labelled a rank at a time: serially, on ``--workers`` processes, and on a Dask LocalCluster of
+``--cluster`` worker processes; every way must write the same rows.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaled import scale_nsys  # noqa: E402 - beside this script
+from scaled import link_ranks, scale_nsys  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 NSYS = ROOT.parent / "shared" / "datasets" / "h200-ddp" / "nsys"
@@ -153,6 +157,52 @@ def sweep(work: Path, n: int, workers: int) -> None:
     print(f"entries recorded: {added} (want {n - 1}); the failed one: {bad.name}")
 
 
+def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int) -> None:
+    """``detect`` of one run of ``count`` rank exports: serial, ``--workers``, and on a LocalCluster."""
+    t0 = time.perf_counter()
+    base = []
+    for src in sorted((DEFAULT / "gpt2-nsys" / "traces").glob("*.sqlite")):
+        base.append(work / f"base-x{copies}" / src.name)
+        base[-1].parent.mkdir(exist_ok=True)
+        if not base[-1].exists():
+            scale_nsys(src, base[-1], copies)
+    run = link_ranks(base, work / f"ranks-{count}-x{copies}", count)
+    for f in base:  # in the page cache: no way pays the disk
+        f.read_bytes()
+    print(f"{count} ranks ({copies} copies of the steps of the embedded pair, linked) made in "
+          f"{time.perf_counter() - t0:.1f} s; {os.cpu_count()} CPU cores")
+    ways = [("serial", [])]
+    if workers > 1:
+        ways.append((f"--workers {workers}", ["--workers", str(workers)]))
+    client = None
+    if cluster:
+        from distributed import Client, LocalCluster
+
+        local = LocalCluster(n_workers=cluster, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(local)
+        client.wait_for_workers(cluster)
+        ways.append((f"Dask, {cluster} workers", ["--scheduler", local.scheduler_address]))
+    print(f"{'detect, ' + str(count) + ' ranks':<24}{'wall s':>8}{'x serial':>10}{'cores used':>12}  same rows")
+    first = None
+    try:
+        for name, extra in ways:
+            out = work / f"rows-{len(extra)}-{extra[-1].replace('/', '_') if extra else 'serial'}.parquet"
+            seconds, cpu, done = timed(["detect", str(run[0].parent), "--out", str(out), *extra])
+            if done.returncode != 0:
+                sys.exit(f"detect {' '.join(extra)} failed: {done.stderr.strip()[-500:]}")
+            import polars as pl
+
+            rows = pl.read_parquet(out)
+            first = first or (seconds, rows, done.stdout)
+            same = "yes" if rows.equals(first[1]) and done.stdout == first[2] else "NO"
+            print(f"{name:<24}{seconds:>8.1f}{first[0] / seconds:>9.2f}x{cpu / seconds:>12.1f}  {same}", flush=True)
+    finally:
+        if client is not None:
+            client.close()
+            local.close()
+    print("cores used: CPU time / wall time of the command and its local workers (a cluster's are not counted)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=12, help="how many times each trace's steps are repeated")
@@ -160,14 +210,20 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (the fastest is kept)")
     ap.add_argument("--sweep", type=int, default=0, help="instead: N small traces, one corrupt, --workers")
     ap.add_argument("--keep", type=Path, help="build the traces here and keep them (default: a temp dir)")
+    ap.add_argument("--ranks", type=int, default=0, help="instead: one run of N rank exports (e.g. 32)")
+    ap.add_argument("--rank-copies", type=int, default=114, help="repeats of its steps (114: 11.7 M kernels at 32)")
+    ap.add_argument("--cluster", type=int, default=0, help="with --ranks: also a Dask LocalCluster of N workers")
     args = ap.parse_args()
-    if not NSYS.is_dir():
+    if not args.ranks and not NSYS.is_dir():
         sys.exit(f"needs the shared corpus: {NSYS}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="traceql-workers-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
         if args.sweep:
             sweep(work, args.sweep, args.workers)
+            return
+        if args.ranks:
+            many_ranks(work, args.ranks, args.rank_copies, args.workers, args.cluster)
             return
         t0 = time.perf_counter()
         traces = make_traces(work, args.copies)
