@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from traceql.analyzers.baselines.correction import corrected_positions
@@ -58,13 +59,18 @@ def placed(kernels: pl.DataFrame, replicas: pl.DataFrame, canonical: dict) -> pl
 
 @dataclass
 class StatParts:
-    """What a rank gives the run's position and key statistics: its unoverlapped kernels (``clean``: their
-    durations make the medians), each position's shortest instance and least overlap (``mins``), and the
-    instances of the positions it never ran unoverlapped (``dirty``: the correction's points)."""
+    """What a rank gives the run's position and key statistics: its unoverlapped kernels in steps (``clean``:
+    their durations make the position medians), each position's shortest instance and least overlap
+    (``mins``), the instances of the positions it never ran unoverlapped (``dirty``: the correction's points),
+    and all its unoverlapped kernels by key (``keyed``: the key medians)."""
 
     clean: pl.DataFrame
     mins: pl.DataFrame
     dirty: pl.DataFrame
+    keyed: pl.DataFrame
+
+
+GROUPS = {"clean": POSITION, "mins": POSITION, "dirty": POSITION, "keyed": [*PART, "key"]}  # each part's groups
 
 
 def stat_parts(narrow: pl.DataFrame) -> StatParts:
@@ -74,29 +80,58 @@ def stat_parts(narrow: pl.DataFrame) -> StatParts:
     stepped = narrow.filter(pl.col("position").is_not_null())
     mins = stepped.group_by(POSITION, maintain_order=True).agg(
         pl.col("duration_ns").min().alias("_min"), pl.col("comm_overlap_frac").min().alias("_frac"))
-    seen = clean.filter(pl.col("position").is_not_null()).select(POSITION).unique()
-    dirty = stepped.join(seen, on=POSITION, how="anti", maintain_order="left").select(
-        *POSITION, "duration_ns", "comm_overlap_ns", "comm_overlap_frac")
-    return StatParts(clean, mins, dirty)
+    placed_clean = clean.filter(pl.col("position").is_not_null()).select(*POSITION, "duration_ns")
+    dirty = stepped.join(placed_clean.select(POSITION).unique(), on=POSITION, how="anti", maintain_order="left") \
+        .select(*POSITION, "duration_ns", "comm_overlap_ns", "comm_overlap_frac")
+    return StatParts(placed_clean, mins, dirty, clean.select(*PART, "key", "duration_ns"))
+
+
+def _hashes(column: pl.Series) -> np.ndarray:
+    """Each value's hash, the same in every process: a text's of its text (each distinct text hashed once)."""
+    if not (column.dtype == pl.String or column.dtype == pl.Categorical or isinstance(column.dtype, pl.Enum)):
+        return column.hash(seed=0).to_numpy()
+    column = column.cast(pl.Categorical)
+    distinct = column.unique().drop_nulls()
+    codes = column.to_physical()
+    table = np.zeros(int(codes.max() or 0) + 2, np.uint64)  # the last slot: null
+    table[distinct.to_physical().to_numpy()] = distinct.cast(pl.String).hash(seed=0).to_numpy()
+    return table[codes.fill_null(len(table) - 1).to_numpy()]
+
+
+def in_buckets(parts: StatParts, count: int) -> tuple[StatParts, dict[str, list[int]]]:
+    """``parts`` with the rows of each frame sorted by the bucket (of ``count``) its group hashes to, a group's
+    rows in their order, and where each bucket starts in each frame (``count + 1`` offsets): the statistics
+    of the groups of one bucket need its rows alone, from every rank (:func:`estimate_stats`)."""
+    out, offsets = {}, {}
+    for name, by in GROUPS.items():
+        frame = getattr(parts, name)
+        mixed = np.zeros(frame.height, np.uint64)
+        for column in by:
+            mixed = mixed * np.uint64(1_000_003) + _hashes(frame[column])  # wraps around: any mix will do
+        bucket = mixed % np.uint64(count)
+        order = np.argsort(bucket, kind="stable")
+        out[name] = frame[order]
+        offsets[name] = np.searchsorted(bucket[order], np.arange(count + 1)).tolist()
+    return StatParts(**out), offsets
 
 
 def estimate_stats(parts: list[StatParts]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each position's statistics (``run_id, replica, position`` and :data:`STATS`) and each key's (``run_id,
     replica, key, key_clean_ns``), from the :func:`stat_parts` of a run's ranks in the run's order (or of the
-    whole run at once: the same figures)."""
-    clean = pl.concat([p.clean for p in parts], how="vertical_relaxed")
-    medians = group_medians(clean.filter(pl.col("position").is_not_null()), POSITION, "duration_ns",
-                            "position_clean_ns")
-    stats = pl.concat([p.mins for p in parts], how="vertical_relaxed").group_by(POSITION, maintain_order=True).agg(
+    whole run at once, or of the ranks' rows of some groups alone: the same figures for those groups)."""
+    def joined(name: str) -> pl.DataFrame:
+        return pl.concat([getattr(p, name) for p in parts], how="vertical_relaxed")
+
+    medians = group_medians(joined("clean"), POSITION, "duration_ns", "position_clean_ns")
+    stats = joined("mins").group_by(POSITION, maintain_order=True).agg(
         pl.col("_min").min().cast(pl.Float64).alias("position_min_ns"),
         pl.col("_frac").min().alias("position_min_frac"),
     ).join(medians, on=POSITION, how="left", maintain_order="left")
     dirty = stats.filter(pl.col("position_clean_ns").is_null()).select(POSITION)  # every instance overlapped
-    rows = pl.concat([p.dirty for p in parts], how="vertical_relaxed").join(
-        dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
+    rows = joined("dirty").join(dirty, on=POSITION, how="semi", maintain_order="left").with_columns(
         pl.lit(None, pl.Float64).alias("position_clean_ns"))
     stats = stats.join(corrected_positions(rows), on=POSITION, how="left", maintain_order="left")
-    keys = group_medians(clean, [*PART, "key"], "duration_ns", "key_clean_ns")
+    keys = group_medians(joined("keyed"), [*PART, "key"], "duration_ns", "key_clean_ns")
     as_text = pl.col("run_id").cast(pl.String)
     return (stats.with_columns(as_text).select(*POSITION, *STATS),
             keys.with_columns(as_text))

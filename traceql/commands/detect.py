@@ -85,10 +85,11 @@ def detect(
     ncu = read_metrics(metrics) if metrics else None
     how = Labelling(req, req.read_baseline(), top, detector, ncu)
     runs = req.runs()
-    # a run of several rank files is labelled a rank at a time (its Nsight Compute metrics join the whole run)
-    split = {i: parts for i, run in enumerate(runs) if ncu is None and (parts := shards(run)) and len(parts) > 1}
     results: list[DetectResult | None] = [None] * len(runs)
     with Pool(workers, scheduler) as pool:
+        # a run of several rank files is labelled a rank at a time (its Nsight Compute metrics join the whole run)
+        split = {i: parts for i, run in enumerate(runs)
+                 if ncu is None and (parts := shards(run, pool=pool)) and len(parts) > 1}
         whole = [(i, run) for i, run in enumerate(runs) if i not in split]
         for (i, _), res in pool.map(label_run, whole, common=how, name=lambda item: _run_name(item[1]),
                                     progress=progress if not split else None, cost=lambda item: disk_bytes(item[1])):

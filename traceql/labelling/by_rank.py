@@ -9,9 +9,12 @@ shards again with the whole run's figure. The passes:
    parts of the run's figures: DDP's copy names, the clock's first timestamps, step bags (which ranks are
    replicas), step sequences (the canonical step). Its compute kernels go to the scratch folder.
 2. **place**: each kernel's position in its replicas' canonical step; the narrow rows the position and key
-   statistics are made from (every compute kernel's duration and overlap).
-3. **features**: the detector's features from those statistics; the rows it judges, which it is fitted on.
-4. **label**: scored by the fitted detector and labelled as the run's label source says; the rows are stored
+   statistics are made from (every compute kernel's duration and overlap), stored by the bucket their group
+   hashes to.
+3. **statistics**: the medians, minimums and corrections of the groups of one bucket, from every shard's rows
+   of it (a task a bucket: no one process holds the run's rows).
+4. **features**: the detector's features from those statistics; the rows it judges, which it is fitted on.
+5. **label**: scored by the fitted detector and labelled as the run's label source says; the rows are stored
    (parquet, a file a rank) and summed up (per rank, per step, by signature).
 
 What the run gives equals what :func:`traceql.labelling.label.label` gives it read whole (a test holds them
@@ -34,7 +37,7 @@ import polars as pl
 from traceql.analyzers.baselines.physical import ticks
 from traceql.analyzers.baselines.replicas import groups
 from traceql.analyzers.baselines.sequences import alignments, canonical_steps
-from traceql.analyzers.baselines.within_trace import StatParts, estimate_stats
+from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.reports import step_totals
@@ -51,6 +54,7 @@ from traceql.labelling.passes import (
     ordered_rows,
     place,
     read,
+    statistics,
 )
 from traceql.labelling.result import DetectResult, StoredRows, empty_result, summary_of
 from traceql.labelling.sources import LabelSource, choose
@@ -76,7 +80,7 @@ class _Passes:
     def __init__(self, shards: list[Shard], pool: Pool, progress: Progress | None) -> None:
         self.items = list(enumerate(shards))
         self.pool, self.progress = pool, progress
-        self.total = 4 * len(shards)
+        self.total = 5 * len(shards)
         self.done = 0
 
     def run(self, fn: Callable[[tuple[int, Shard], Any], Any], common: Any) -> list[Any]:
@@ -93,15 +97,6 @@ class _Passes:
                 raise result
             out.append(result)
         return out
-
-
-def _parts(settings: Settings, i: int) -> StatParts:
-    """A shard's parts of the statistics, read (and their files removed)."""
-    paths = [settings.path(i, f"{name}.arrow") for name in ("clean", "mins", "dirty")]
-    parts = StatParts(*(pl.read_ipc(p) for p in paths))
-    for p in paths:
-        p.unlink()
-    return parts
 
 
 def _frame(parts: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
@@ -148,9 +143,13 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     run = Run(settings, copies, ticks(_frame([r.ticks for r in firsts])), replicas, canonical,
               [alignments(r.sequences, replicas, canonical) for r in firsts], windowed,
               reference=_frame([r.reference for r in firsts]) if windowed else None)
-    passes.run(place, run)
-    stats, keys = estimate_stats([_parts(settings, i) for i in range(len(shards))])
-    run = Run(**{**run.__dict__, "stats": stats, "keys": keys})
+    run = Run(**{**run.__dict__, "buckets": len(shards)})
+    run = Run(**{**run.__dict__, "offsets": passes.run(place, run)})
+    stats, keys = zip(*passes.run(statistics, run), strict=True)
+    for i in range(len(shards)):
+        for name in GROUPS:
+            settings.path(i, f"{name}.arrow").unlink()
+    run = Run(**{**run.__dict__, "stats": pl.concat(stats), "keys": pl.concat(keys), "offsets": None})
     counts = passes.run(features, run)
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector

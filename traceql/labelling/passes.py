@@ -1,4 +1,4 @@
-"""The four passes of a run labelled a rank at a time (:mod:`traceql.labelling.by_rank`), each a task over one
+"""The five passes of a run labelled a rank at a time (:mod:`traceql.labelling.by_rank`), each a task over one
 shard: what it reads, what it stores in the run's scratch folder, and what it gives back to be put together.
 """
 
@@ -15,7 +15,16 @@ from traceql.analyzers.baselines.physical import ORDER, tick_samples
 from traceql.analyzers.baselines.replicas import step_bags
 from traceql.analyzers.baselines.sequences import PLACES, Canonical, Sequences, gathered, sequence_places
 from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
-from traceql.analyzers.baselines.within_trace import NARROW, stat_parts, with_estimates, with_replicas
+from traceql.analyzers.baselines.within_trace import (
+    GROUPS,
+    NARROW,
+    StatParts,
+    estimate_stats,
+    in_buckets,
+    stat_parts,
+    with_estimates,
+    with_replicas,
+)
 from traceql.analyzers.breakdown import rank_breakdown
 from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, signature_instances
 from traceql.analyzers.compat import hta_view
@@ -80,6 +89,8 @@ class Run:
     canonical: Canonical
     aligned: list[list[np.ndarray | None]]  # each shard's distinct sequences aligned with their canonical step
     windowed: bool = False  # whether any shard is a window of a rank's steps (then its parts are in launch order)
+    buckets: int = 1  # the groups of the statistics, hashed into this many buckets (one task each)
+    offsets: list[dict[str, list[int]]] | None = None  # where each bucket starts in each shard's stored parts
     stats: pl.DataFrame | None = None
     keys: pl.DataFrame | None = None
     reference: pl.DataFrame | None = None  # every rank's isolated steps' kernels, where windows split them
@@ -143,9 +154,10 @@ def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
     return overlap.with_columns(extra["ddp_copy"]).with_row_index("_row").with_columns(extra["tick_ns"])
 
 
-def place(item: tuple[int, Shard], run: Run) -> int:
+def place(item: tuple[int, Shard], run: Run) -> dict[str, list[int]]:
     """Pass 2: the kernels prepared as the labels need them (``ddp_copy``, ``_row``, ``tick_ns``) and each placed
-    in its replicas' canonical step; the parts of the statistics stored."""
+    in its replicas' canonical step; the parts of the statistics stored by bucket (where each bucket starts
+    in them given back)."""
     i, _ = item
     overlap = pl.read_ipc(run.settings.path(i, "kernels.arrow"))
     extra = pl.DataFrame([mark_copies(overlap, run.copies)]).with_columns(
@@ -156,10 +168,22 @@ def place(item: tuple[int, Shard], run: Run) -> int:
     rows = with_replicas(feature_inputs(prepared), run.replicas).with_columns(
         gathered(outside.select(*PLACES), run.aligned[i]))
     rows.write_ipc(run.settings.path(i, "placed.arrow"))
-    parts = stat_parts(rows.select(NARROW))
-    for name in ("clean", "mins", "dirty"):
+    parts, offsets = in_buckets(stat_parts(rows.select(NARROW)), run.buckets)
+    for name in GROUPS:
         getattr(parts, name).write_ipc(run.settings.path(i, f"{name}.arrow"))
-    return rows.height
+    return offsets
+
+
+def statistics(item: tuple[int, Any], run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Pass 3: the position and key statistics of the groups of one bucket, from every shard's rows of it."""
+    b, _ = item
+    assert run.offsets is not None
+
+    def rows(i: int, name: str) -> pl.DataFrame:
+        start, end = run.offsets[i][name][b:b + 2]  # type: ignore[index]
+        return pl.scan_ipc(run.settings.path(i, f"{name}.arrow")).slice(start, end - start).collect()
+
+    return estimate_stats([StatParts(**{name: rows(i, name) for name in GROUPS}) for i in range(len(run.offsets))])
 
 
 def _features(i: int, run: Run) -> pl.DataFrame:
@@ -168,7 +192,7 @@ def _features(i: int, run: Run) -> pl.DataFrame:
 
 
 def features(item: tuple[int, Shard], run: Run) -> int:
-    """Pass 3: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order."""
+    """Pass 4: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order."""
     i, _ = item
     table = _features(i, run)
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
@@ -205,7 +229,7 @@ def _candidates(x: np.ndarray) -> np.ndarray:
 
 
 def label(item: tuple[int, Shard], run: Run) -> Labelled:
-    """Pass 4: scored and labelled; the rows stored (parquet) and summed up."""
+    """Pass 5: scored and labelled; the rows stored (parquet) and summed up."""
     i, _ = item
     overlap = _prepared(*(pl.read_ipc(run.settings.path(i, f"{name}.arrow")) for name in ("kernels", "extra")))
     added = pl.read_ipc(run.settings.path(i, "features.arrow"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -36,9 +37,10 @@ def _meta(path: Path) -> dict:
     return peeked if peeked is not None else (decode(path) or stream(path)).meta
 
 
-def plan(files: list[InputFile], *, windows: bool = True) -> list[tuple[list[InputFile], RunPlan]]:
+def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> list[tuple[list[InputFile], RunPlan]]:
     """Each run of ``files`` (grouped as :func:`traceql.sources.kineto.load` groups them) and its plan (a trace
-    is read whole: ``windows`` asks nothing of it)."""
+    is read whole: ``windows`` asks nothing of it; its metadata is read from its first bytes: ``pool`` is not
+    needed)."""
     from traceql.sources.kineto import KinetoFile, assign  # the reader imports this module
 
     out = []

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -155,20 +156,35 @@ def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: 
     return f, parts
 
 
-def plan(files: list[InputFile], *, windows: bool = True) -> list[tuple[list[InputFile], RunPlan]]:
-    """Each run of ``files`` (grouped as :func:`traceql.sources.nsys.load` groups them) and its plan (its large
-    exports in parts, unless ``windows`` is off)."""
-    limit = window_kernels() if windows else 2**62
-    out = []
+def planned(item: tuple[int, InputFile], limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
+    """One export's processes and parts (a task of ``traceql.parallel.Pool``: its own connection)."""
+    i, f = item
     con = connect()
     try:
         with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
-            for run, group in by_run(files).items():
-                found = [_processes(f.path, f"plan{i}", con, Path(scratch), f.wal, limit)
-                         for i, f in enumerate(group)]
-                ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
-                out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
-                                           {f.path: parts for f, parts in found})))
+            return _processes(f.path, f"plan{i}", con, Path(scratch), f.wal, limit)
     finally:
         con.close()
+
+
+def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> list[tuple[list[InputFile], RunPlan]]:
+    """Each run of ``files`` (grouped as :func:`traceql.sources.nsys.load` groups them) and its plan (its large
+    exports in parts, unless ``windows`` is off); the exports of a run of several planned on ``pool``'s
+    workers, where given (a ``traceql.parallel.Pool``)."""
+    from traceql.errors import TraceqlError
+
+    limit = window_kernels() if windows else 2**62
+    out = []
+    for run, group in by_run(files).items():
+        if pool is not None and len(group) > 1:
+            found = []
+            for _, res in pool.map(planned, list(enumerate(group)), common=limit, name=lambda it: str(it[1].path)):
+                if isinstance(res, TraceqlError):
+                    raise res
+                found.append(res)
+        else:
+            found = [planned((i, f), limit) for i, f in enumerate(group)]
+        ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
+        out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
+                                   {f.path: parts for f, parts in found})))
     return out

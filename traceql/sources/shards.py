@@ -49,11 +49,13 @@ class Shard:
         return sum(f.path.stat().st_size for f in self.files)
 
 
-def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = True) -> list[Shard] | None:
+def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = True,
+           pool: Any = None) -> list[Shard] | None:
     """The shards of the inputs of one run (files or folders; None: the embedded example), one per trace file in
     the order the run reads them, or (``windows``) per part of a file too large to read at once; None where
     the run cannot be read a part at a time: files of several formats, Nsight Compute metrics among them, or a
-    format whose reader makes no plan."""
+    format whose reader makes no plan. The files are planned on ``pool``'s workers, where given (a
+    ``traceql.parallel.Pool``)."""
     given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
     files = inputs.resolve(given or None)
     formats = {f.fmt for f in files}
@@ -63,7 +65,8 @@ def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = T
     reader = sources.reader(fmt)
     if not hasattr(reader, "plan"):
         return None
-    parts = [Shard((f,), run_plan, fmt, part) for group, run_plan in reader.plan(files, windows=windows) for f in group
+    planned = reader.plan(files, windows=windows, pool=pool)
+    parts = [Shard((f,), run_plan, fmt, part) for group, run_plan in planned for f in group
              for part in (run_plan.parts_of(f.path) if hasattr(run_plan, "parts_of") else (None,))]
     # the run's order: by run id, then rank (a file's windows in their order: the sort keeps it)
     return sorted(parts, key=lambda s: s.plan.place(s.files[0].path))
