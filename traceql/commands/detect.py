@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceql.errors import TraceqlError
-from traceql.export.files import format_for, write_frame, write_frames
+from traceql.export.files import format_for, sink_parquet, write_frame, write_frames
 from traceql.labelling.inputs import Baseline, read_metrics
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import Request, request
@@ -106,8 +106,11 @@ def detect(
 
 
 def write_rows(result: DetectResult, path: Path, fmt: str) -> None:
-    """The result's rows to ``path``: at once, or a rank at a time where they were stored that way."""
-    if isinstance(result.rows, StoredRows):
+    """The result's rows to ``path``: at once, or a rank at a time where they were stored that way (parquet:
+    streamed from the stored files)."""
+    if isinstance(result.rows, StoredRows) and fmt == "parquet":
+        sink_parquet(result.rows.scan(), path)
+    elif isinstance(result.rows, StoredRows):
         write_frames(result.rows.parts(), path, fmt)
     else:
         write_frame(result.rows, path, fmt)

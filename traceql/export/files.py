@@ -106,6 +106,12 @@ def write_frame(df: pl.DataFrame, path: Path, fmt: str) -> None:
     atomic_write(path, lambda fh: fh.write(data))
 
 
+def sink_parquet(rows: pl.LazyFrame, path: Path) -> None:
+    """Write the rows of a lazy query (stored files read a part at a time) to ``path`` atomically as parquet,
+    streamed on every core."""
+    atomic_write(path, rows.sink_parquet)
+
+
 def write_frames(parts: Iterable[pl.DataFrame], path: Path, fmt: str) -> None:
     """Write frames of one schema one after another to ``path`` atomically in ``fmt``, as one table, holding one
     part at a time (parquet: a row group each; csv: one header; json: one list of records)."""

@@ -59,7 +59,7 @@ from traceql.labelling.passes import (
 from traceql.labelling.result import DetectResult, StoredRows, empty_result, summary_of
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
-from traceql.parallel import Pool, Progress
+from traceql.parallel import Pool, Progress, preload
 from traceql.sources.shards import Shard
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
@@ -122,6 +122,8 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
     on disk (:class:`StoredRows`), in a folder that lives as long as the result."""
     passes = _Passes(shards, pool, progress)
+    if not pool.serial:  # the detector loads here while the workers read
+        preload(read.__module__)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
     if not any(r.compute for r in firsts):

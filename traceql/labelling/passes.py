@@ -39,6 +39,9 @@ from traceql.labelling.sources import LabelSource
 from traceql.model import schema
 from traceql.sources.shards import Shard
 
+# what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
+WARM = ("traceql.analyzers.detection.detector",)
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, suppress
 from pathlib import Path
@@ -26,7 +27,7 @@ from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
 from traceql.parallel.cluster import SchedulerUnreachable, client, probe, quiet
 
 __all__ = ["Pool", "Progress", "SchedulerUnreachable", "TaskError", "check", "disk_bytes", "iter_tasks",
-           "max_workers", "quiet", "run_tasks"]
+           "max_workers", "preload", "quiet", "run_tasks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -94,11 +95,20 @@ def _call(fn: Callable[[T, Any], R], item: T, common: Any, name: str) -> R | Tra
         return _failure(name, exc)
 
 
+def preload(module: str) -> None:
+    """Import ``module``, and the modules it names in ``WARM`` (what its later work needs), in a thread of their
+    own while other work runs (one that cannot be imported says so when it is used)."""
+    def load() -> None:
+        with suppress(ImportError):
+            for name in getattr(importlib.import_module(module), "WARM", ()):
+                importlib.import_module(name)
+
+    threading.Thread(target=load, name="traceql-load", daemon=True).start()
+
+
 async def _load(module: str) -> None:
-    """On a worker: import the module of the tasks' function ahead of the first task (a worker that cannot
-    says so when the first task comes)."""
-    with suppress(ImportError):
-        importlib.import_module(module)
+    """On a worker: :func:`preload` (run without waiting for it takes a coroutine)."""
+    preload(module)
 
 
 def disk_bytes(paths: Iterable[str | Path] | None) -> int:
@@ -135,7 +145,7 @@ def _distributed(dask: Any, fn: Callable[[T, Any], R], items: Iterable[T], commo
     """The tasks on the Dask client ``dask``, results handed out in input order."""
     from distributed import as_completed
 
-    dask.run(_load, fn.__module__, wait=False)  # the workers load it while the tasks are sent
+    dask.run(_load, fn.__module__, wait=False)  # the workers load it while the tasks are sent and run
 
     shared = dask.scatter(common, broadcast=True, hash=False) if common is not None else None
     given: list[tuple[T, str]] = []
