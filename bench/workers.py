@@ -182,25 +182,30 @@ def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int) 
         client = Client(local)
         client.wait_for_workers(cluster)
         ways.append((f"Dask, {cluster} workers", ["--scheduler", local.scheduler_address]))
-    print(f"{'detect, ' + str(count) + ' ranks':<24}{'wall s':>8}{'x serial':>10}{'cores used':>12}  same rows")
-    first = None
+    import polars as pl
+
+    print(f"{'detect, ' + str(count) + ' ranks':<30}{'wall s':>8}{'x serial':>10}{'cores':>7}  same")
+    first: dict[str, tuple[float, object]] = {}
     try:
         for name, extra in ways:
-            out = work / f"rows-{len(extra)}-{extra[-1].replace('/', '_') if extra else 'serial'}.parquet"
-            seconds, cpu, done = timed(["detect", str(run[0].parent), "--out", str(out), *extra])
-            if done.returncode != 0:
-                sys.exit(f"detect {' '.join(extra)} failed: {done.stderr.strip()[-500:]}")
-            import polars as pl
-
-            rows = pl.read_parquet(out)
-            first = first or (seconds, rows, done.stdout)
-            same = "yes" if rows.equals(first[1]) and done.stdout == first[2] else "NO"
-            print(f"{name:<24}{seconds:>8.1f}{first[0] / seconds:>9.2f}x{cpu / seconds:>12.1f}  {same}", flush=True)
+            for rows in (False, True):  # the summary alone, then also every kernel's row written out
+                out = work / "rows.parquet"
+                args = ["detect", str(run[0].parent), *(["--out", str(out)] if rows else []), *extra]
+                seconds, cpu, done = timed(args)
+                if done.returncode != 0:
+                    sys.exit(f"detect {' '.join(extra)} failed: {done.stderr.strip()[-500:]}")
+                got = (done.stdout, pl.read_parquet(out) if rows else None)
+                ref = first.setdefault(str(rows), (seconds, got))
+                same = got[0] == ref[1][0] and (not rows or got[1].equals(ref[1][1]))
+                label = f"{name}{', --out' if rows else ''}"
+                print(f"{label:<30}{seconds:>8.1f}{ref[0] / seconds:>9.2f}x{cpu / seconds:>7.1f}  "
+                      f"{'yes' if same else 'NO'}", flush=True)
     finally:
         if client is not None:
             client.close()
             local.close()
-    print("cores used: CPU time / wall time of the command and its local workers (a cluster's are not counted)")
+    print("cores: CPU time / wall time of the command and its local workers (a cluster's not counted)\n"
+          "same: its output (and --out rows) as serial")
 
 
 def main() -> None:
