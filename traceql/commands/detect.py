@@ -15,14 +15,13 @@ from traceql.labelling.inputs import Baseline, read_metrics
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import Request, request
 from traceql.labelling.result import DetectResult, StoredRows, merge
-from traceql.parallel import Pool, Progress, check, disk_bytes, preload
+from traceql.parallel import Pool, Progress, check, disk_bytes
 from traceql.sources.shards import shards
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector
 
 __all__ = ["DetectResult", "detect"]
-DETECTOR = "traceql.analyzers.detection.detector"
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,6 @@ def detect(
     its rows are then stored on disk (:class:`StoredRows`) and read when asked for.
     """
     check(workers, scheduler)
-    preload(DETECTOR)  # scikit-learn takes most of a second to load: it does while the traces are read
     out_format = format_for(out) if out is not None else None
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
                   outputs={"--out": out}, also=metrics or ())
