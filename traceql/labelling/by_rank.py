@@ -144,7 +144,7 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     windowed = any(s.windowed for s in shards)
     run = Run(settings, copies, ticks(_frame([r.ticks for r in firsts])), replicas, canonical,
               [alignments(r.sequences, replicas, canonical) for r in firsts], windowed,
-              reference=_frame([r.reference for r in firsts]) if windowed else None)
+              reference=tuple(i for i, r in enumerate(firsts) if r.reference) if windowed else None)
     run = Run(**{**run.__dict__, "buckets": len(shards)})
     run = Run(**{**run.__dict__, "offsets": passes.run(place, run)})
     stats, keys = zip(*passes.run(statistics, run), strict=True)
@@ -168,6 +168,8 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     run = Run(**{**run.__dict__, "detector": _fit(run, counts, detector, every_row), "source": source,
                  "inrun_runs": pl.Series("run_id", isolated, dtype=pl.String)})
     labelled: list[Labelled] = passes.run(label, run)
+    for i in run.reference or ():
+        settings.path(i, "reference.arrow").unlink()
     rate = None
     if settings.baseline is not None:
         compute = sum(r.compute for r in firsts)

@@ -74,7 +74,7 @@ class Read:
     ticks: pl.DataFrame | None = None
     bags: tuple[pl.DataFrame, pl.DataFrame] | None = None
     edges: pl.DataFrame | None = None  # where its launches begin and end (a window of a rank's steps)
-    reference: pl.DataFrame | None = None  # its isolated steps' kernels (a window: its rank's reference, in part)
+    reference: bool = False  # whether it stored its isolated steps' kernels (a window: its rank's reference, in part)
     seen: pl.DataFrame | None = None  # the ranks of its kernels outside isolated steps
     runs: list[str] = field(default_factory=list)  # the runs of its compute kernels
     sequences: Sequences = field(default_factory=list)
@@ -96,7 +96,7 @@ class Run:
     offsets: list[dict[str, list[int]]] | None = None  # where each bucket starts in each shard's stored parts
     stats: pl.DataFrame | None = None
     keys: pl.DataFrame | None = None
-    reference: pl.DataFrame | None = None  # every rank's isolated steps' kernels, where windows split them
+    reference: tuple[int, ...] | None = None  # the shards that stored isolated steps' kernels (windows: by rank)
     detector: Any = None
     source: LabelSource = LabelSource.DETECTOR
     inrun_runs: pl.Series | None = None
@@ -139,7 +139,8 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
     out.bags = step_bags(inputs)
     if shard.windowed and out.isolated:
-        out.reference = overlap.filter(isolated).select(TWIN_INPUTS[1:])
+        overlap.filter(isolated).select(TWIN_INPUTS[1:]).write_ipc(settings.path(i, "reference.arrow"))
+        out.reference = True
     out.sequences, places = sequence_places(inputs)
     out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
     if settings.baseline is not None:
@@ -231,6 +232,18 @@ def _candidates(x: np.ndarray) -> np.ndarray:
     return SlowdownDetector()._candidates(x)  # noqa: SLF001 - the one definition of the rows it judges
 
 
+def _reference(run: Run, kernels: pl.DataFrame) -> pl.DataFrame | None:
+    """Where windows split a rank's steps: the isolated steps' kernels of the ranks of ``kernels``, from every
+    shard that stored some (each window reads its own ranks' alone)."""
+    if run.reference is None:
+        return None
+    ranks = kernels.select("run_id", "rank").unique()
+    parts = [pl.read_ipc(run.settings.path(j, "reference.arrow")).join(ranks, on=["run_id", "rank"], how="semi",
+                                                                      maintain_order="left")
+             for j in run.reference]
+    return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
+
+
 def label(item: tuple[int, Shard], run: Run) -> Labelled:
     """Pass 5: scored and labelled; the rows stored (parquet) and summed up."""
     i, _ = item
@@ -240,7 +253,7 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
         added, on="_row", maintain_order="left")
     rows, _ = decide(scored(overlap, table, run.detector), run.source, baseline=run.settings.baseline,
                      model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs,
-                     inrun_reference=run.reference)
+                     inrun_reference=_reference(run, overlap))
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
     for name in ("kernels", "extra", "features"):
