@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, RUNS, SINGLE_TRACE, corpus
+from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.labelling.by_rank import SCRATCH_ENV, Settings, label_by_rank, scratch
 from traceql.labelling.inputs import read_baseline, read_timeline
 from traceql.labelling.label import label
@@ -80,6 +81,18 @@ def test_windows_of_steps_give_the_labels_of_the_whole_run(monkeypatch: pytest.M
     assert all(p.windowed for p in parts) and len(parts) >= 3 * len(shards(run, windows=False))
     whole, by_rank = _both(run, base, False)
     _same(whole, by_rank, sort=True)  # the rows come a window at a time
+
+
+@pytest.mark.parametrize("windows", [False, True])
+def test_a_forest_fitted_on_a_sample_is_the_same(monkeypatch: pytest.MonkeyPatch, windows: bool) -> None:
+    """Where the judged kernels outnumber the forest's sample, only the sampled rows are read, from each shard
+    (here: a sample of 1,000 of the run's 3,492; the forest draws 256 of them by place)."""
+    monkeypatch.setattr("traceql.analyzers.detection.detector.FIT_SAMPLE", 1000)
+    if windows:
+        monkeypatch.setenv(WINDOW_ENV, "1000")
+    whole, by_rank = _both(RUNS / "gpt2-4rank-straggler-nsys", None, False)
+    _same(whole, by_rank, sort=windows)
+    assert SlowdownDetector().fit_rows(1001) is not None  # the sample was taken
 
 
 def test_worker_processes_give_the_serial_labels() -> None:

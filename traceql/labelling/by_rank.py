@@ -54,6 +54,7 @@ from traceql.labelling.passes import (
     ordered_rows,
     place,
     read,
+    sampled_rows,
     statistics,
 )
 from traceql.labelling.result import DetectResult, StoredRows, empty_result, summary_of
@@ -105,15 +106,23 @@ def _frame(parts: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
 
 
 def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.ndarray]) -> Any:
-    """The detector fitted on every judged row of the run, in the run's order (the rows of all its kernels where
-    too few are judged, as the whole run read at once does)."""
+    """The detector fitted on the judged rows of the run, in the run's order (on all its kernels where too few
+    are judged, as the whole run read at once is): only the rows it samples are read."""
     from traceql.analyzers.detection.detector import MIN_FIT
 
     paths = [run.settings.path(i, "judged.arrow") for i in range(len(counts))]
-    judged = detector_matrix([pl.read_ipc(p) for p in paths], run.windowed)
+    total = sum(counts)
+    fit_rows = getattr(detector, "fit_rows", None)  # a detector of the user's own may sample as it likes
+    sample = fit_rows(total) if fit_rows is not None and total >= MIN_FIT else None
+    if total < MIN_FIT:
+        judged = inputs()
+    elif sample is None:
+        judged = detector_matrix([pl.read_ipc(p) for p in paths], run.windowed)
+    else:
+        judged = sampled_rows(paths, counts, sample, run.windowed)
     for p in paths:
         p.unlink()
-    detector.fit(judged if len(judged) >= MIN_FIT else inputs())
+    detector.fit(judged)
     return detector
 
 
