@@ -1,7 +1,7 @@
 """`detect` at scale: wall time and peak memory on real traces made millions of kernels long, side by side
 with a bare scan of the same kernel tables.
 
-    python bench/scale.py                       # 32 ranks (11.7 M kernels) and 1.9 M (about 8 min on 2 cores)
+    python bench/scale.py                       # 32 ranks (11.7 M kernels) and 1.9 M (about 5 min on 2 cores)
     python bench/scale.py --sizes 1.9 10 --one  # and 10 M, + one export of each size (several GB of disk)
     python bench/scale.py --hta /path/to/python # + HTA 0.5.0 (installed in that interpreter) on Kineto
 
