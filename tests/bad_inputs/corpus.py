@@ -8,12 +8,14 @@ that line must name, and the inputs whose bytes must not change. The cases live 
 from __future__ import annotations
 
 from tests.bad_inputs import (  # noqa: F401 - each registers its cases
+    cases_buckets,
     cases_commands,
     cases_dataset,
     cases_files,
     cases_kineto,
     cases_ncu_sql,
     cases_outputs_options,
+    cases_parallel,
     cases_profiles,
     cases_query_collect,
     cases_sources_more,
