@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
-from traceql.labelling.label import baseline_notes
+from traceql.labelling.label import baseline_notes, no_kernels
 from traceql.labelling.passes import (
     Labelled,
     Read,
@@ -57,10 +58,10 @@ from traceql.labelling.passes import (
     sampled_rows,
     statistics,
 )
-from traceql.labelling.result import DetectResult, StoredRows, empty_result, summary_of
+from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
-from traceql.parallel import Pool, Progress, preload
+from traceql.parallel import Pool, Progress
 from traceql.sources.shards import Shard
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
@@ -131,16 +132,10 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
     on disk (:class:`StoredRows`), in a folder that lives as long as the result."""
     passes = _Passes(shards, pool, progress)
-    if not pool.serial:  # the detector loads here while the workers read
-        preload(read.__module__)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
     if not any(r.compute for r in firsts):
-        if any(r.metrics for r in firsts):
-            raise InputError("Nsight Compute metrics are not a timeline: give them as detect TRACE --metrics PATH",
-                             path=shards[0].name)
-        return empty_result(_frame([r.ranks for r in firsts]), "no GPU kernels in this trace (a run on CPU?): "
-                            "nothing to label")
+        return no_kernels(_frame([r.ranks for r in firsts]), any(r.metrics for r in firsts), shards[0].name)
     if not any(r.comm for r in firsts):
         notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
     seen = _frame([r.seen for r in firsts])
@@ -153,14 +148,14 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     windowed = any(s.windowed for s in shards)
     run = Run(settings, copies, ticks(_frame([r.ticks for r in firsts])), replicas, canonical,
               [alignments(r.sequences, replicas, canonical) for r in firsts], windowed,
-              reference=tuple(i for i, r in enumerate(firsts) if r.reference) if windowed else None)
-    run = Run(**{**run.__dict__, "buckets": len(shards)})
-    run = Run(**{**run.__dict__, "offsets": passes.run(place, run)})
+              reference=tuple(i for i, r in enumerate(firsts) if r.reference) if windowed else None,
+              buckets=len(shards))
+    run = replace(run, offsets=passes.run(place, run))
     stats, keys = zip(*passes.run(statistics, run), strict=True)
     for i in range(len(shards)):
         for name in GROUPS:
             settings.path(i, f"{name}.arrow").unlink()
-    run = Run(**{**run.__dict__, "stats": pl.concat(stats), "keys": pl.concat(keys), "offsets": None})
+    run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None)
     counts = passes.run(features, run)
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector
@@ -174,8 +169,8 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     isolated = sorted({r for f in firsts for r in f.isolated_runs})
     source = choose(has_baseline=settings.baseline is not None, has_isolated_steps=any(f.isolated for f in firsts),
                     single_trace=settings.single_trace)
-    run = Run(**{**run.__dict__, "detector": _fit(run, counts, detector, every_row), "source": source,
-                 "inrun_runs": pl.Series("run_id", isolated, dtype=pl.String)})
+    run = replace(run, detector=_fit(run, counts, detector, every_row), source=source,
+                  inrun_runs=pl.Series("run_id", isolated, dtype=pl.String))
     labelled: list[Labelled] = passes.run(label, run)
     for i in run.reference or ():
         settings.path(i, "reference.arrow").unlink()
@@ -200,17 +195,9 @@ def _result(shards: list[Shard], settings: Settings, firsts: list[Read], labelle
     for i in range(len(shards)):
         files.append(Path(holder.name) / f"rank{i}.parquet")
         shutil.move(settings.path(i, "labels.parquet"), files[-1])
-    baseline: dict[str, int] = {}
-    reference: dict[str, dict[str, int]] = {}
-    for r in labelled:
-        for k, n in r.baseline_kinds.items():
-            baseline[k] = baseline.get(k, 0) + n
-        for k, c in r.reference_kinds.items():
-            mine = reference.setdefault(k, {"kernels": 0, "cases": 0})
-            mine["kernels"] += c["kernels"]
-            mine["cases"] += c["cases"]
+    baseline, reference = summed_kinds([(r.baseline_kinds, r.reference_kinds) for r in labelled])
     stored = StoredRows(tuple(files), sum(r.kernels for r in labelled), sum(r.case_rows.height for r in labelled),
-                        dict(sorted(baseline.items())), dict(sorted(reference.items())), holder=holder)
+                        baseline, reference, holder=holder)
     mode = source.mode
     isolated = {run_id for f in firsts for run_id in f.isolated_runs}
     if source is LabelSource.INRUN and not {run_id for f in firsts for run_id in f.runs} <= isolated:

@@ -9,9 +9,6 @@ single-trace detector labels. Against a reference, each kernel is compared with 
 
 from __future__ import annotations
 
-import importlib
-import sys
-import threading
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -36,6 +33,7 @@ from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.result import DetectResult, empty_result, rank_summary
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
+from traceql.parallel import preload
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector
@@ -48,17 +46,15 @@ LOW_METRICS_MATCH = 0.9
 def import_detector() -> None:
     """Import the detector (scikit-learn: over a second) in a background thread: it runs while DuckDB reads
     the trace, which holds no Python lock; :func:`label` imports it then at no cost (or waits for it)."""
-    if DETECTOR_MODULE not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=(DETECTOR_MODULE,), daemon=True,
-                         name="import-detector").start()
+    preload(DETECTOR_MODULE)
 
 
-def _no_kernels(timeline: Timeline) -> DetectResult:
-    """A trace with no compute kernels: an ncu-only input is an error, a CPU run is an empty result."""
-    if timeline.has_metrics:
+def no_kernels(ranks: pl.DataFrame, has_metrics: bool, path: str) -> DetectResult:
+    """A run with no compute kernels: an ncu-only input is an error, a CPU run is an empty result."""
+    if has_metrics:
         raise InputError("Nsight Compute metrics are not a timeline: give them as detect TRACE --metrics PATH",
-                         path=str(timeline.path))
-    return empty_result(timeline.ranks, "no GPU kernels in this trace (a run on CPU?): nothing to label")
+                         path=path)
+    return empty_result(ranks, "no GPU kernels in this trace (a run on CPU?): nothing to label")
 
 
 def prepared(kernels: pl.DataFrame, copies: pl.DataFrame | None = None,
@@ -193,7 +189,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     steps, else (or with ``single_trace``, its isolated steps hidden) by the detector."""
     kernels = timeline.kernels
     if kernels.filter(pl.col("kind") == "compute").is_empty():
-        return _no_kernels(timeline)
+        return no_kernels(timeline.ranks, timeline.has_metrics, str(timeline.path))
     notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
         "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
     if detector is None:

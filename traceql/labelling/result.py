@@ -187,18 +187,24 @@ def _rows(results: list[DetectResult]) -> pl.DataFrame | StoredRows:
             holders.append(tempfile.TemporaryDirectory(prefix="traceql-rows-"))
             files.append(Path(holders[-1].name) / f"run{i}.parquet")
             r.rows.write_parquet(files[-1])
-    kinds = [(r.baseline_kinds(), r.reference_kinds()) for r in results]
+    baseline, reference = summed_kinds([(r.baseline_kinds(), r.reference_kinds()) for r in results])
+    return StoredRows(tuple(files), sum(r.compute_kernels() for r in results), sum(r.cases() for r in results),
+                      baseline, reference, renamed, tuple(holders))
+
+
+def summed_kinds(parts: list[tuple[dict[str, int], dict[str, dict[str, int]]]],
+                 ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The counts by baseline kind and by reference kind (kernels, cases) of several parts, added up."""
     baseline: dict[str, int] = {}
     reference: dict[str, dict[str, int]] = {}
-    for b, ref in kinds:
+    for b, ref in parts:
         for k, n in b.items():
             baseline[k] = baseline.get(k, 0) + n
         for k, c in ref.items():
             mine = reference.setdefault(k, {"kernels": 0, "cases": 0})
             mine["kernels"] += c["kernels"]
             mine["cases"] += c["cases"]
-    return StoredRows(tuple(files), sum(r.compute_kernels() for r in results), sum(r.cases() for r in results),
-                      dict(sorted(baseline.items())), dict(sorted(reference.items())), renamed, tuple(holders))
+    return dict(sorted(baseline.items())), dict(sorted(reference.items()))
 
 
 def _weighted(rates: list[tuple[float | None, int]]) -> float | None:

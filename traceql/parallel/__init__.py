@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, suppress
@@ -97,7 +98,10 @@ def _call(fn: Callable[[T, Any], R], item: T, common: Any, name: str) -> R | Tra
 
 def preload(module: str) -> None:
     """Import ``module``, and the modules it names in ``WARM`` (what its later work needs), in a thread of their
-    own while other work runs (one that cannot be imported says so when it is used)."""
+    own while other work runs (one that cannot be imported says so when it is used); nothing if it is loaded."""
+    if module in sys.modules:
+        return
+
     def load() -> None:
         with suppress(ImportError):
             for name in getattr(importlib.import_module(module), "WARM", ()):
