@@ -244,7 +244,7 @@ def sampled_rows(paths: list[Path], counts: list[int], rows: np.ndarray, windowe
     for i, p in enumerate(paths):
         mine = picked.filter(pl.col("_shard") == i)
         if mine.height:
-            parts.append(pl.read_ipc(p).select(COLUMNS)[mine["_local"]].with_columns(mine["_place"]))
+            parts.append(pl.read_ipc(p, columns=COLUMNS)[mine["_local"]].with_columns(mine["_place"]))
     return pl.concat(parts).sort("_place").select(COLUMNS).to_numpy()
 
 
