@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
-from traceql.parallel.cluster import SchedulerUnreachable, client, probe, quiet
+from traceql.parallel.cluster import SchedulerUnreachable, client, keep_ignoring_ctrl_c, probe, quiet
 
 __all__ = ["Pool", "Progress", "SchedulerUnreachable", "TaskError", "check", "disk_bytes", "iter_tasks",
            "max_workers", "preload", "quiet", "run_tasks"]
@@ -111,7 +111,9 @@ def preload(module: str) -> None:
 
 
 async def _load(module: str) -> None:
-    """On a worker: :func:`preload` (run without waiting for it takes a coroutine)."""
+    """On a worker, in its main thread (run without waiting for it takes a coroutine): Ctrl-C still ignored
+    (:func:`~traceql.parallel.cluster.keep_ignoring_ctrl_c`), and :func:`preload`."""
+    keep_ignoring_ctrl_c()
     preload(module)
 
 

@@ -103,6 +103,19 @@ def _workers_ignore_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
+def keep_ignoring_ctrl_c() -> None:
+    """On a worker started ignoring Ctrl-C (:func:`_workers_ignore_ctrl_c`), in its main thread: ignore it still.
+    polars answers SIGINT itself once it has run a query, even where it was ignored, and a Ctrl-C in the
+    terminal would then stop the worker mid-task with a traceback of its own: a query is run, and SIGINT
+    ignored again. A worker of the user's own cluster keeps its signals as they are."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        return
+    import polars as pl
+
+    pl.DataFrame({"a": [1]}).lazy().select(pl.col("a") * 2).collect()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextmanager
 def client(workers: int, scheduler: str | None) -> Iterator[Any]:
     """A Dask client: of a local cluster of ``workers`` processes (one thread each), or of ``scheduler``."""
