@@ -15,7 +15,6 @@ are scored to decide: the others are decided by their ratio alone.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +24,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.ensemble import IsolationForest
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from traceql.analyzers import cores
 from traceql.analyzers.detection.features import COLUMNS, FEATURES
 
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
@@ -35,11 +35,12 @@ FIT_SAMPLE = 65_536  # overlapped kernels the forest and its cut-off are fitted 
 SCORE_BLOCK = 32_768  # rows below which scoring stays in one thread
 
 
-def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray) -> np.ndarray:
-    """``score(rows)``, with the rows split in one block per core scored at the same time: the trees' walk
-    holds no Python lock, and each row's score is computed as in one call, so the result is the same to the
-    bit (the forest's own ``n_jobs`` splits the trees instead, and sums them in whatever order they finish)."""
-    blocks = min(os.cpu_count() or 1, len(rows) // SCORE_BLOCK)
+def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, jobs: int | None) -> np.ndarray:
+    """``score(rows)``, with the rows split in one block per thread (``jobs``, else one a core) scored at the
+    same time: the trees' walk holds no Python lock, and each row's score is computed as in one call, so the
+    result is the same to the bit (the forest's own ``n_jobs`` splits the trees instead, and sums them in
+    whatever order they finish)."""
+    blocks = min(jobs or cores(), len(rows) // SCORE_BLOCK)
     if blocks < 2:
         return score(rows)
     with ThreadPoolExecutor(max_workers=blocks) as pool:
@@ -59,6 +60,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         n_estimators: int = 200,
         max_samples: int | str = "auto",
         random_state: int | None = 0,
+        n_jobs: int | None = None,
     ) -> None:
         self.threshold = threshold
         self.band = band
@@ -67,6 +69,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self.n_estimators = n_estimators
         self.max_samples = max_samples
         self.random_state = random_state
+        self.n_jobs = n_jobs  # threads scoring at once (None: one a core); the scores are the same
 
     def _check(self, X: Any) -> np.ndarray:
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
@@ -95,7 +98,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         timing = np.nan_to_num(fit_on[:, FOREST])
         self.forest_ = IsolationForest(n_estimators=self.n_estimators, max_samples=self.max_samples,
                                        random_state=self.random_state).fit(timing)
-        scores = _by_row_blocks(self.forest_.score_samples, timing)
+        scores = _by_row_blocks(self.forest_.score_samples, timing, self.n_jobs)
         self.offset_ = float(np.quantile(scores, self.contamination)) if self.contamination > 0 else -np.inf
         self.n_fit_ = int(len(fit_on))
         self.n_features_in_ = X.shape[1]
@@ -111,7 +114,8 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
     def score_samples(self, X: Any) -> np.ndarray:
         """IsolationForest score of each kernel's timing: lower = more abnormal."""
         check_is_fitted(self)
-        return _by_row_blocks(self.forest_.score_samples, np.nan_to_num(self._check(X)[:, FOREST]))
+        return _by_row_blocks(self.forest_.score_samples, np.nan_to_num(self._check(X)[:, FOREST]),
+                              self.n_jobs)
 
     def candidate_scores(self, X: Any) -> np.ndarray:
         """:meth:`score_samples` for the kernels the detector judges (overlapped, with a reference); NaN for

@@ -31,13 +31,20 @@ def _extension_directory() -> str:
 THREADS_ENV = "TRACEQL_DUCKDB_THREADS"  # set in worker processes: each its share of the cores
 
 
+def threads() -> int | None:
+    """The threads this process's work is given (``$TRACEQL_DUCKDB_THREADS``: ``traceql.parallel`` gives each
+    worker its share of the cores); None: every core."""
+    given = os.environ.get(THREADS_ENV, "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else None
+
+
 def connect() -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB connection able to ATTACH SQLite files, with no network access; it uses every
-    core, or the number in ``$TRACEQL_DUCKDB_THREADS`` (``traceql.parallel`` gives each worker its share)."""
-    threads = os.environ.get(THREADS_ENV, "").strip()
+    core, or the number in ``$TRACEQL_DUCKDB_THREADS`` (:func:`threads`)."""
+    given = threads()
     con = duckdb.connect(
         config={
-            **({"threads": int(threads)} if threads.isdigit() and int(threads) > 0 else {}),
+            **({"threads": given} if given else {}),
             "extension_directory": _extension_directory(),
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
@@ -135,12 +142,14 @@ def _sort_keys(rows: pl.DataFrame, keys: list[str]) -> list[np.ndarray]:
 
 def sort(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """``rows`` sorted by ``keys`` (nulls last, ties in their order), one column at a time: each unsorted
-    column is let go as its sorted copy is made, so that the sort never holds two copies of a wide frame."""
+    column is let go as its sorted copy is made, so that the sort never holds two copies of a wide frame. A
+    column is made one chunk before it is gathered (from several chunks a gather is about three times slower),
+    which holds one more column at a time."""
     order = pl.Series(np.lexsort(_sort_keys(rows, keys)) if rows.height else [], dtype=pl.Int64)
     columns = rows.get_columns()
     del rows
     for i, column in enumerate(columns):
-        columns[i] = column.gather(order)  # (rechunked first it gathers faster, but peaks 1/4 higher)
+        columns[i] = column.rechunk().gather(order)
         del column
     return pl.DataFrame(columns)
 

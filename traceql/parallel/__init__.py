@@ -24,10 +24,11 @@ from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
+from traceql.analyzers import cores
 from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
 from traceql.parallel.cluster import SchedulerUnreachable, client, keep_ignoring_ctrl_c, probe, quiet
 
-__all__ = ["Pool", "Progress", "SchedulerUnreachable", "TaskError", "check", "disk_bytes", "iter_tasks",
+__all__ = ["Pool", "Progress", "SchedulerUnreachable", "TaskError", "check", "cores", "disk_bytes", "iter_tasks",
            "max_workers", "preload", "quiet", "run_tasks"]
 
 T = TypeVar("T")
@@ -46,17 +47,14 @@ class TaskError(TraceqlError):
 def max_workers() -> int:
     """The most local workers this machine runs at once: one a core this process may use, and no more than its
     available memory holds at :data:`WORKER_BYTES` each (at least 1)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
+    most = cores()
     try:
         import psutil  # distributed's own dependency
 
-        cores = min(cores, int(psutil.virtual_memory().available // WORKER_BYTES))
+        most = min(most, int(psutil.virtual_memory().available // WORKER_BYTES))
     except (ImportError, OSError):
         pass
-    return max(1, cores)
+    return max(1, most)
 
 
 def check(workers: int, scheduler: str | None) -> None:
@@ -207,10 +205,15 @@ class Pool:
         are done (:func:`iter_tasks`)."""
         if self.serial:
             return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
-        if self._dask is None:
+        return _distributed(self.open(), fn, items, common, name, progress, cost)
+
+    def open(self) -> Any:
+        """Start the cluster now, if the pool has one and it is not started (say, while threads of this process
+        do other work); its Dask client."""
+        if self._dask is None and not self.serial:
             self._opened = client(self.workers, self.scheduler)
             self._dask = self._opened.__enter__()
-        return _distributed(self._dask, fn, items, common, name, progress, cost)
+        return self._dask
 
     def close(self) -> None:
         if self._opened is not None:

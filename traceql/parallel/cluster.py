@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from traceql.analyzers import cores
 from traceql.errors import OptionError
 
 CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler, and for it to answer
@@ -134,11 +135,12 @@ def client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, ValueError, TypeError) as exc:
                 raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         else:
-            cores = str(max(1, (os.cpu_count() or 1) // workers))  # each worker's share of the machine
+            share = str(max(1, cores() // workers))  # each worker's share of the machine
             # glibc's own malloc trimming, not Dask's 64 KiB (every large frame an mmap of its own: page faults)
             with _workers_ignore_ctrl_c(), dask.config.set({TRIM: None}):
+                env = {"POLARS_MAX_THREADS": share, THREADS_ENV: share, "OMP_NUM_THREADS": share}
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, env={"POLARS_MAX_THREADS": cores, THREADS_ENV: cores})
+                                       dashboard_address=None, env=env)
             client = Client(cluster)
     try:
         yield client

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import duckdb
 
 from traceql.model.engine import connect
+from traceql.parallel import cores
 from traceql.sources import by_run
 from traceql.sources.inputs import InputFile
 from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, empty_kernels, fail
@@ -169,21 +171,20 @@ def planned(item: tuple[int, InputFile], limit: int) -> tuple[NsysFile, tuple[Pa
 
 def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> list[tuple[list[InputFile], RunPlan]]:
     """Each run of ``files`` (grouped as :func:`traceql.sources.nsys.load` groups them) and its plan (its large
-    exports in parts, unless ``windows`` is off); the exports of a run of several planned on ``pool``'s
-    workers, where given (a ``traceql.parallel.Pool``)."""
-    from traceql.errors import TraceqlError
-
+    exports in parts, unless ``windows`` is off). The exports of a run of several are planned on threads of
+    this process (DuckDB's scans hold no Python lock), while ``pool``'s cluster starts, where given (a
+    ``traceql.parallel.Pool``)."""
     limit = window_kernels() if windows else 2**62
     out = []
     for run, group in by_run(files).items():
-        if pool is not None and len(group) > 1:
-            found = []
-            for _, res in pool.map(planned, list(enumerate(group)), common=limit, name=lambda it: str(it[1].path)):
-                if isinstance(res, TraceqlError):
-                    raise res
-                found.append(res)
+        if len(group) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(group), cores())) as threads:
+                futures = [threads.submit(planned, (i, f), limit) for i, f in enumerate(group)]
+                if pool is not None:
+                    pool.open()
+                found = [f.result() for f in futures]
         else:
-            found = [planned((i, f), limit) for i, f in enumerate(group)]
+            found = [planned((0, group[0]), limit)]
         ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
         out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
                                    {f.path: parts for f, parts in found})))
