@@ -9,72 +9,76 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.intervals import intersection_length, union_length
-
 RANK_KEY = ["run_id", "rank"]
+BREAKDOWN_SCHEMA = {"run_id": pl.String, "rank": pl.Int32, **dict.fromkeys(
+    ["span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns", "non_compute_ns",
+     "comm_compute_overlap_ns"], pl.Int64), "comm_comp_overlap_pct": pl.Float64}
 
 
-def _arrays(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    return df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
+# the kinds of GPU activity by code (a narrow column for a sort of millions of rows), and which codes each
+# part of the breakdown unites (busy: every activity)
+KIND_CODES = {"compute": 0, "comm": 1, "memcpy": 2, "memset": 3}
+CATEGORIES: dict[str, tuple[int, ...] | None] = {"busy": None, "compute": (0,), "comm": (1,), "memory": (2, 3),
+                                                 "both": (0, 1)}
+Batch = tuple[np.ndarray, np.ndarray, np.ndarray]  # starts, ends, kind codes of intervals in start order
+
+
+class _Unions:
+    """The length of the union of each category's intervals, given in start order a batch at a time: each
+    interval adds what reaches past every earlier one's end (``reach``, carried from batch to batch)."""
+
+    def __init__(self) -> None:
+        self.length = dict.fromkeys(CATEGORIES, 0)
+        self.reach = dict.fromkeys(CATEGORIES, np.iinfo(np.int64).min)
+        self.first, self.last = None, None
+
+    def add(self, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray) -> None:
+        if not len(starts):
+            return
+        self.first = starts[0] if self.first is None else self.first
+        self.last = ends.max() if self.last is None else max(self.last, ends.max())
+        for name, kinds in CATEGORIES.items():
+            s, e = (starts, ends) if kinds is None else (starts[mine := np.isin(codes, kinds)], ends[mine])
+            if not len(s):
+                continue
+            before = np.maximum.accumulate(np.concatenate([[self.reach[name]], e[:-1]]))
+            self.length[name] += int(np.maximum(0, e - np.maximum(s, before)).sum())
+            self.reach[name] = max(self.reach[name], int(e.max()))
+
+
+def rank_breakdown_batches(ranks: Iterable[tuple[str, int, Iterable[Batch]]]) -> pl.DataFrame:
+    """:func:`rank_breakdown` of each rank's activity given as batches of intervals in start order (``run_id,
+    rank, batches``; kinds as :data:`KIND_CODES`): the same figures, from one pass over the activity, holding a
+    batch at a time (a rank too large to hold)."""
+    rows = []
+    for run_id, rank, batches in ranks:
+        unions = _Unions()
+        for starts, ends, codes in batches:
+            unions.add(starts, ends, codes)
+        n = unions.length
+        span = int(unions.last - unions.first) if unions.first is not None else 0
+        both = n["compute"] + n["comm"] - n["both"]  # |A ∩ B| = |A| + |B| − |A ∪ B|
+        rows.append({
+            "run_id": run_id, "rank": rank, "span_ns": span, "busy_ns": n["busy"], "idle_ns": span - n["busy"],
+            "compute_ns": n["compute"], "comm_ns": n["comm"], "memory_ns": n["memory"],
+            "non_compute_ns": n["busy"] - n["compute"], "comm_compute_overlap_ns": both,
+            "comm_comp_overlap_pct": round(100.0 * both / n["comm"], 2) if n["comm"] else None,
+        })
+    return pl.DataFrame(rows, schema=BREAKDOWN_SCHEMA).sort(RANK_KEY)
 
 
 def rank_breakdown(kernels: pl.DataFrame, memops: pl.DataFrame) -> pl.DataFrame:
     """One row per (run_id, rank): the time breakdown and the comm/compute overlap percentage."""
     cols = [*RANK_KEY, "start_ns", "end_ns", "kind"]
-    activity = pl.concat([kernels.select(cols), memops.select(cols)])
-    rows = []
+    activity = pl.concat([kernels.select(cols), memops.select(cols)]).with_columns(
+        pl.col("kind").replace_strict(KIND_CODES, default=len(KIND_CODES), return_dtype=pl.UInt8))
+    ranks = []
     for (run_id, rank), grp in activity.group_by(RANK_KEY, maintain_order=True):
-        comp = grp.filter(pl.col("kind") == "compute")
-        comm = grp.filter(pl.col("kind") == "comm")
-        mem = grp.filter(pl.col("kind").is_in(["memcpy", "memset"]))
-        span = int(grp["end_ns"].max() - grp["start_ns"].min())
-        busy = union_length(*_arrays(grp))
-        compute = union_length(*_arrays(comp))
-        comm_ns = union_length(*_arrays(comm))
-        both = intersection_length(*_arrays(comp), *_arrays(comm))
-        rows.append({
-            "run_id": run_id, "rank": rank, "span_ns": span, "busy_ns": busy, "idle_ns": span - busy,
-            "compute_ns": compute, "comm_ns": comm_ns, "memory_ns": union_length(*_arrays(mem)),
-            "non_compute_ns": span - (span - busy) - compute, "comm_compute_overlap_ns": both,
-            "comm_comp_overlap_pct": round(100.0 * both / comm_ns, 2) if comm_ns else None,
-        })
-    return pl.DataFrame(rows, schema_overrides={"rank": pl.Int32}).sort(RANK_KEY)
-
-
-CATEGORIES = {"busy": "TRUE", "compute": "kind = 'compute'", "comm": "kind = 'comm'",
-              "memory": "kind IN ('memcpy', 'memset')", "both": "kind IN ('compute', 'comm')"}
-
-
-def _union_sql(table: str, where: str) -> str:
-    """SQL: per (run_id, rank), the length of the union of the intervals of ``table`` that ``where`` holds for:
-    in start order, each interval adds what reaches past every earlier one's end."""
-    return f"""SELECT run_id, rank, sum(greatest(0, end_ns - greatest(start_ns, coalesce(reach, start_ns)))) AS n
-               FROM (SELECT run_id, rank, start_ns, end_ns,
-                            max(end_ns) OVER (PARTITION BY run_id, rank ORDER BY start_ns, end_ns
-                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-                     FROM {table} WHERE {where})
-               GROUP BY run_id, rank"""
-
-
-def rank_breakdown_sql(sql: Callable[[str], pl.DataFrame], table: str) -> pl.DataFrame:
-    """:func:`rank_breakdown` of the activity in a SQL table (``run_id, rank, start_ns, end_ns, kind``: every
-    kernel and memory operation of the ranks, valid), computed where it lies (``sql`` runs a query): the same
-    figures, without the activity in memory (a rank too large to hold)."""
-    spans = sql(f"SELECT run_id, rank, max(end_ns) - min(start_ns) AS span_ns FROM {table} GROUP BY ALL")
-    for name, where in CATEGORIES.items():
-        spans = spans.join(sql(_union_sql(table, where)).rename({"n": f"_{name}"}), on=RANK_KEY, how="left")
-    zero = {c: pl.col(f"_{c}").fill_null(0).cast(pl.Int64) for c in CATEGORIES}
-    both = zero["compute"] + zero["comm"] - zero["both"]  # |A ∩ B| = |A| + |B| − |A ∪ B|
-    span = pl.col("span_ns").cast(pl.Int64)
-    return spans.select(
-        "run_id", pl.col("rank").cast(pl.Int32), span.alias("span_ns"), zero["busy"].alias("busy_ns"),
-        (span - zero["busy"]).alias("idle_ns"), zero["compute"].alias("compute_ns"), zero["comm"].alias("comm_ns"),
-        zero["memory"].alias("memory_ns"), (zero["busy"] - zero["compute"]).alias("non_compute_ns"),
-        both.alias("comm_compute_overlap_ns"),
-        pl.when(zero["comm"] > 0).then((100.0 * both / zero["comm"]).round(2)).alias("comm_comp_overlap_pct"),
-    ).sort(RANK_KEY)
+        grp = grp.sort("start_ns")
+        ranks.append((run_id, rank, [(grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy(), grp["kind"].to_numpy())]))
+    return rank_breakdown_batches(ranks)

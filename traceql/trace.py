@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.dataset  # noqa: F401 - loaded now: DuckDB imports it mid-query, where Ctrl-C must not land
 
 from traceql import sources
@@ -130,6 +131,17 @@ class Trace:
             return self.sql(query, params)
         try:
             return (self._con.execute(query, params) if params is not None else self._con.sql(query)).pl()
+        except duckdb.Error as exc:
+            if engine.interrupted(exc):
+                raise KeyboardInterrupt from None
+            raise _query_error(exc) from exc
+
+    def own_batches(self, query: str, params: Sequence[Any], rows: int) -> Iterator[pa.RecordBatch]:
+        """:meth:`own_sql`'s result in Arrow batches of at most ``rows`` rows, each made as it is taken (a
+        result too large to hold at once); the same errors."""
+        self._open()
+        try:
+            yield from self._con.execute(query, params).fetch_record_batch(rows)
         except duckdb.Error as exc:
             if engine.interrupted(exc):
                 raise KeyboardInterrupt from None

@@ -48,3 +48,35 @@ def test_overlapping_pairs_are_every_intersecting_pair(a, b) -> None:
     want = sorted((x, y, min(a[x][1], b[y][1]) - max(a[x][0], b[y][0])) for x in range(len(a)) for y in range(len(b))
                   if b[y][0] < a[x][1] and b[y][1] > a[x][0])
     assert sorted(zip(i.tolist(), j.tolist(), length.tolist(), strict=True)) == want
+
+
+kinded = st.lists(st.tuples(interval, st.sampled_from(["compute", "comm", "memcpy", "memset"])), min_size=1,
+                  max_size=60)
+
+
+def covered(items: list[tuple[tuple[int, int], str]], kinds: set[str]) -> set[int]:
+    """Brute force: the integer instants the intervals of these kinds cover."""
+    return {t for (a, b), k in items if k in kinds for t in range(a, b)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=kinded, cuts=st.lists(st.integers(1, 59), max_size=5))
+def test_breakdown_read_a_batch_at_a_time_is_the_brute_force_count(items, cuts) -> None:
+    """The per-rank breakdown from the activity in start order, cut into batches anywhere (a rank too large to
+    hold is read so), counts each instant once: the same figures as counting the instants covered."""
+    from traceql.analyzers.breakdown import KIND_CODES, rank_breakdown_batches
+
+    items = sorted(items, key=lambda it: it[0][0])
+    starts, ends = arrays([i for i, _ in items])
+    codes = np.array([KIND_CODES[k] for _, k in items], np.uint8)
+    bounds = [0, *sorted({c for c in cuts if c < len(items)}), len(items)]
+    batches = [(starts[a:b], ends[a:b], codes[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    row = rank_breakdown_batches([("run", 0, batches)]).row(0, named=True)
+    compute, comm = covered(items, {"compute"}), covered(items, {"comm"})
+    busy = covered(items, {"compute", "comm", "memcpy", "memset"})
+    assert row["span_ns"] == int(ends.max() - starts.min())
+    assert row["busy_ns"] == len(busy) and row["idle_ns"] == row["span_ns"] - len(busy)
+    assert row["compute_ns"] == len(compute) and row["comm_ns"] == len(comm)
+    assert row["memory_ns"] == len(covered(items, {"memcpy", "memset"}))
+    assert row["comm_compute_overlap_ns"] == len(compute & comm)
+    assert row["non_compute_ns"] == len(busy - compute)

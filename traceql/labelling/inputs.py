@@ -3,20 +3,20 @@ Compute metrics. Reading writes nothing and judges nothing; what an input lacks 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from traceql.analyzers.breakdown import rank_breakdown_sql
+from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
 from traceql.sources import inputs
 from traceql.sources.ncu import read_ncu
 from traceql.sources.shards import Shard
-from traceql.trace import read_trace
+from traceql.trace import Trace, read_trace
 
 
 @dataclass
@@ -57,11 +57,29 @@ class Baseline:
         return self.kernels["signature"].unique()
 
 
+ACTIVITY_BATCH = 1 << 20  # rows of a rank's activity in memory at once, for its breakdown
+
+
+def _activity(trace: Trace, table: str) -> Iterator[tuple[str, int, Iterator[Batch]]]:
+    """Each rank's activity in ``table`` (``run_id, rank, start_ns, end_ns, kind``), in start order, a batch at
+    a time: what :func:`rank_breakdown_batches` reads."""
+    codes = " ".join(f"WHEN '{kind}' THEN {code}" for kind, code in KIND_CODES.items())
+
+    def batches(run_id: str, rank: int) -> Iterator[Batch]:
+        query = f"""SELECT start_ns, end_ns, (CASE kind {codes} ELSE {len(KIND_CODES)} END)::UTINYINT AS kind
+                    FROM {table} WHERE run_id = ? AND rank = ? ORDER BY start_ns"""
+        for batch in trace.own_batches(query, [run_id, rank], ACTIVITY_BATCH):
+            yield tuple(batch.column(c).to_numpy() for c in range(3))  # type: ignore[misc]
+
+    for run_id, rank in trace.own_sql(f"SELECT DISTINCT run_id, rank FROM {table}").iter_rows():
+        yield run_id, rank, batches(run_id, rank)
+
+
 def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Shard | None = None) -> Timeline:
     """Read the timeline of a trace (files or folders; the embedded example when None), or of one ``shard``
     of a run (``traceql.sources.shards``)."""
     with read_trace(paths, shard=shard) as trace:
-        breakdown = rank_breakdown_sql(trace.own_sql, trace.activity) if trace.activity else None
+        breakdown = rank_breakdown_batches(_activity(trace, trace.activity)) if trace.activity else None
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                         trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
                         trace.relation("steps"), trace.context, breakdown)

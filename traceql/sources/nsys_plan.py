@@ -110,12 +110,19 @@ def _boundaries(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int) -> list[i
 
 
 def _calls(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int, times: list[int]) -> list[int | None]:
-    """For each time, the first CUDA call of the process made at or after it (its correlation id; None: none
-    is): correlation ids follow the calls' order, so a window of time is a range of them."""
+    """For each time (ascending), the first CUDA call of the process made at or after it (its correlation id;
+    None: none is): correlation ids follow the calls' order, so a window of time is a range of them. One scan:
+    each call counted in the window of times it falls in, the first call of each window kept."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in f.tables:
         return [None] * len(times)
-    return [con.execute(f"SELECT min(correlationId) FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME "
-                        f"WHERE (globalTid >> 24) = ({pid} >> 24) AND start >= ?", [t]).fetchone()[0] for t in times]
+    after = " + ".join(f"(start >= {int(t)})::INTEGER" for t in times)  # how many of the times a call follows
+    first = dict(con.execute(f"""SELECT {after} AS w, min(correlationId) FROM {f.alias}.CUPTI_ACTIVITY_KIND_RUNTIME
+                                 WHERE (globalTid >> 24) = ({pid} >> 24) GROUP BY w""").fetchall())
+    out: list[int | None] = []
+    for i in range(len(times), 0, -1):  # the calls at or after times[i - 1]: those of windows i and later
+        found = [c for c in (first.get(i), out[-1] if out else None) if c is not None]
+        out.append(min(found) if found else None)
+    return out[::-1]
 
 
 def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], limit: int) -> tuple[Part, ...]:
