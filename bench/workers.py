@@ -157,8 +157,9 @@ def sweep(work: Path, n: int, workers: int) -> None:
     print(f"entries recorded: {added} (want {n - 1}); the failed one: {bad.name}")
 
 
-def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int) -> None:
-    """``detect`` of one run of ``count`` rank exports: serial, ``--workers``, and on a LocalCluster."""
+def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int, rows_too: bool = True) -> None:
+    """``detect`` of one run of ``count`` rank exports: serial, ``--workers``, and on a LocalCluster; each
+    also with ``--out`` unless ``rows_too`` is off."""
     t0 = time.perf_counter()
     base = []
     for src in sorted((DEFAULT / "gpt2-nsys" / "traces").glob("*.sqlite")):
@@ -188,7 +189,7 @@ def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int) 
     first: dict[str, tuple[float, object]] = {}
     try:
         for name, extra in ways:
-            for rows in (False, True):  # the summary alone, then also every kernel's row written out
+            for rows in (False, True)[:2 if rows_too else 1]:  # the summary alone, then every kernel's row too
                 out = work / "rows.parquet"
                 args = ["detect", str(run[0].parent), *(["--out", str(out)] if rows else []), *extra]
                 seconds, cpu, done = timed(args)
@@ -218,6 +219,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=0, help="instead: one run of N rank exports (e.g. 32)")
     ap.add_argument("--rank-copies", type=int, default=114, help="repeats of its steps (114: 11.7 M kernels at 32)")
     ap.add_argument("--cluster", type=int, default=0, help="with --ranks: also a Dask LocalCluster of N workers")
+    ap.add_argument("--summary-only", action="store_true", help="with --ranks: no run with --out")
     args = ap.parse_args()
     if not args.ranks and not NSYS.is_dir():
         sys.exit(f"needs the shared corpus: {NSYS}")
@@ -228,7 +230,7 @@ def main() -> None:
             sweep(work, args.sweep, args.workers)
             return
         if args.ranks:
-            many_ranks(work, args.ranks, args.rank_copies, args.workers, args.cluster)
+            many_ranks(work, args.ranks, args.rank_copies, args.workers, args.cluster, not args.summary_only)
             return
         t0 = time.perf_counter()
         traces = make_traces(work, args.copies)
