@@ -205,6 +205,8 @@ class Pool:
         are done (:func:`iter_tasks`)."""
         if self.serial:
             return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
+        if hasattr(items, "__len__") and not len(items):  # nothing to send: no cluster to start or wait for
+            return iter(())
         return _distributed(self.open(), fn, items, common, name, progress, cost)
 
     def open(self) -> Any:
