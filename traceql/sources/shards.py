@@ -54,7 +54,7 @@ def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = T
     """The shards of the inputs of one run (files or folders; None: the embedded example), one per trace file in
     the order the run reads them, or (``windows``) per part of a file too large to read at once; None where
     the run cannot be read a part at a time: files of several formats, Nsight Compute metrics among them, or a
-    format whose reader makes no plan. The files are planned on ``pool``'s workers, where given (a
+    format whose reader makes no plan. The files are planned while ``pool``'s workers start, where given (a
     ``traceql.parallel.Pool``)."""
     given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
     files = inputs.resolve(given or None)
