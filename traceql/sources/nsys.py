@@ -113,14 +113,15 @@ def _load_memops(model: Model, f: NsysFile, part: Part | None) -> None:
     head = """m.run_id, m.rank, t.deviceId AS device, t.streamId AS stream, t.start AS start_ns, t."end" AS end_ns,
               TRY(t."end" - t.start) AS duration_ns, t.bytes"""
     tail = f"t.correlationId AS correlation_id, {{}} AS kind, {launch} AS launch_ns"
+    selects = []
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in f.tables:
-        model.add("memcpy", rows(model.con, f"""
-            SELECT {head}, {_copy_kind_sql('t.copyKind')} AS copy_kind, {tail.format("'memcpy'")}
-            FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}"""))
+        selects.append(f"""SELECT {head}, {_copy_kind_sql('t.copyKind')} AS copy_kind, {tail.format("'memcpy'")}
+                           FROM {a}.CUPTI_ACTIVITY_KIND_MEMCPY t {join}""")
     if "CUPTI_ACTIVITY_KIND_MEMSET" in f.tables:
-        model.add("memcpy", rows(model.con, f"""
-            SELECT {head}, 'Memset' AS copy_kind, {tail.format("'memset'")}
-            FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}"""))
+        selects.append(f"""SELECT {head}, 'Memset' AS copy_kind, {tail.format("'memset'")}
+                           FROM {a}.CUPTI_ACTIVITY_KIND_MEMSET t {join}""")
+    if selects:  # one query: DuckDB scans both tables at once (the model sorts the rows after)
+        model.add("memcpy", rows(model.con, " UNION ALL ".join(selects)))
 
 
 def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
