@@ -127,4 +127,7 @@ def test_scores_in_row_blocks_equal_one_call() -> None:
     X[:, COLUMNS.index("log_duration")] = rng.uniform(5.0, 12.0, n)
     X[:, COLUMNS.index("comm_overlap_frac")] = 1.0
     det = SlowdownDetector(n_estimators=20).fit(X)
-    assert np.array_equal(det.score_samples(X), det.forest_.score_samples(np.nan_to_num(X[:, FOREST])))
+    one_call = det.forest_.score_samples(np.nan_to_num(X[:, FOREST]))
+    assert np.array_equal(det.score_samples(X), one_call)
+    for jobs in (1, 3):  # a worker's share of the cores: as many blocks as threads, the same scores
+        assert np.array_equal(det.set_params(n_jobs=jobs).score_samples(X), one_call)
