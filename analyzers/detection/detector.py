@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.ensemble import IsolationForest
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from traceql.analyzers import cores
+from traceql.analyzers import threads
 from traceql.analyzers.detection.features import COLUMNS, FEATURES
 
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
@@ -36,11 +36,11 @@ SCORE_BLOCK = 32_768  # rows below which scoring stays in one thread
 
 
 def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, jobs: int | None) -> np.ndarray:
-    """``score(rows)``, with the rows split in one block per thread (``jobs``, else one a core) scored at the
+    """``score(rows)``, with the rows split in one block per thread (``jobs``, else :func:`threads`) scored at the
     same time: the trees' walk holds no Python lock, and each row's score is computed as in one call, so the
     result is the same to the bit (the forest's own ``n_jobs`` splits the trees instead, and sums them in
     whatever order they finish)."""
-    blocks = min(jobs or cores(), len(rows) // SCORE_BLOCK)
+    blocks = min(jobs or threads(), len(rows) // SCORE_BLOCK)
     if blocks < 2:
         return score(rows)
     with ThreadPoolExecutor(max_workers=blocks) as pool:
@@ -69,7 +69,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self.n_estimators = n_estimators
         self.max_samples = max_samples
         self.random_state = random_state
-        self.n_jobs = n_jobs  # threads scoring at once (None: one a core); the scores are the same
+        self.n_jobs = n_jobs  # threads scoring at once (None: $OMP_NUM_THREADS, else one a core); the same scores
 
     def _check(self, X: Any) -> np.ndarray:
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")

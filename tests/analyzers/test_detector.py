@@ -131,3 +131,15 @@ def test_scores_in_row_blocks_equal_one_call() -> None:
     assert np.array_equal(det.score_samples(X), one_call)
     for jobs in (1, 3):  # a worker's share of the cores: as many blocks as threads, the same scores
         assert np.array_equal(det.set_params(n_jobs=jobs).score_samples(X), one_call)
+
+
+def test_scoring_threads_follow_omp_num_threads(monkeypatch) -> None:
+    """A local worker is given its share of the cores as OMP_NUM_THREADS: the detector scores on that many
+    threads by default; unset or not a positive number, on one a core."""
+    from traceql.analyzers import cores, threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads() == 3
+    for bad in ("", "0", "two"):
+        monkeypatch.setenv("OMP_NUM_THREADS", bad)
+        assert threads() == cores()

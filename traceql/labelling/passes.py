@@ -37,7 +37,6 @@ from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_i
 from traceql.labelling.result import _kinds
 from traceql.labelling.sources import LabelSource
 from traceql.model import schema
-from traceql.model.engine import threads
 from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
@@ -274,8 +273,6 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
     added = pl.read_ipc(run.settings.path(i, "features.arrow"))
     table = overlap.select("_row", *(c for c in FEATURE_INPUTS if c not in added.columns)).join(
         added, on="_row", maintain_order="left")
-    if hasattr(run.detector, "n_jobs") and (share := threads()):  # a worker's share of the cores
-        run.detector.n_jobs = share
     rows, _ = decide(scored(overlap, table, run.detector), run.source, baseline=run.settings.baseline,
                      model=run.detector, threshold=run.settings.threshold, inrun_runs=run.inrun_runs,
                      inrun_reference=_reference(run, overlap))

@@ -135,7 +135,8 @@ def client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, ValueError, TypeError) as exc:
                 raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         else:
-            share = str(max(1, cores() // workers))  # each worker's share of the machine
+            # each worker's share of the machine: DuckDB's, polars' and the detector's threads (OMP_NUM_THREADS)
+            share = str(max(1, cores() // workers))
             # glibc's own malloc trimming, not Dask's 64 KiB (every large frame an mmap of its own: page faults)
             with _workers_ignore_ctrl_c(), dask.config.set({TRIM: None}):
                 env = {"POLARS_MAX_THREADS": share, THREADS_ENV: share, "OMP_NUM_THREADS": share}

@@ -165,9 +165,8 @@ def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: 
     return f, parts
 
 
-def planned(item: tuple[int, InputFile], limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
-    """One export's processes and parts (a task of ``traceql.parallel.Pool``: its own connection)."""
-    i, f = item
+def _planned(i: int, f: InputFile, limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
+    """One export's processes and parts, on a connection of its own (a thread may plan each export)."""
     con = connect()
     try:
         with tempfile.TemporaryDirectory(prefix="traceql-") as scratch:
@@ -186,12 +185,12 @@ def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> l
     for run, group in by_run(files).items():
         if len(group) > 1:
             with ThreadPoolExecutor(max_workers=min(len(group), cores())) as threads:
-                futures = [threads.submit(planned, (i, f), limit) for i, f in enumerate(group)]
+                futures = [threads.submit(_planned, i, f, limit) for i, f in enumerate(group)]
                 if pool is not None:
                     pool.open()
                 found = [f.result() for f in futures]
         else:
-            found = [planned((0, group[0]), limit)]
+            found = [_planned(0, group[0], limit)]
         ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
         out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
                                    {f.path: parts for f, parts in found})))
