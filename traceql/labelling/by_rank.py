@@ -27,7 +27,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,30 @@ def scratch() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="traceql-ranks-", dir=where)
 
 
+class _Discard:
+    """Working files removed in a thread of their own while the passes go on (removing a large file can take as
+    long as writing it where the file system passes each freed block on to its disk: ``discard``);
+    :meth:`wait` returns once every file given is gone."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceql-discard")
+        self._pending: list[Any] = []
+
+    def __call__(self, paths: Iterable[Path]) -> None:
+        self._pending += [self._thread.submit(_unlink, p) for p in paths]
+
+    def wait(self) -> None:
+        for done in self._pending:
+            done.result()
+        self._pending.clear()
+        self._thread.shutdown()
+
+
+def _unlink(path: Path) -> None:
+    with suppress(FileNotFoundError):
+        path.unlink()
+
+
 class _Passes:
     """The passes of one run over its shards, on a pool; a failed shard stops the run with its error."""
 
@@ -106,7 +132,7 @@ def _frame(parts: Sequence[pl.DataFrame | None]) -> pl.DataFrame:
     return pl.concat(given, how="diagonal_relaxed") if given else pl.DataFrame()
 
 
-def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.ndarray]) -> Any:
+def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.ndarray], discard: _Discard) -> Any:
     """The detector fitted on the judged rows of the run, in the run's order (on all its kernels where too few
     are judged, as the whole run read at once is): only the rows it samples are read."""
     from traceql.analyzers.detection.detector import MIN_FIT
@@ -121,8 +147,7 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
         judged = detector_matrix([pl.read_ipc(p) for p in paths], run.windowed)
     else:
         judged = sampled_rows(paths, counts, sample, run.windowed)
-    for p in paths:
-        p.unlink()
+    discard(paths)
     detector.fit(judged)
     return detector
 
@@ -130,7 +155,17 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
 def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: int = 10, detector: Any = None,
                   progress: Progress | None = None) -> DetectResult:
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
-    on disk (:class:`StoredRows`), in a folder that lives as long as the result."""
+    on disk (:class:`StoredRows`), in a folder that lives as long as the result. Every working file is gone
+    when it returns."""
+    discard = _Discard()
+    try:
+        return _passes(shards, settings, pool, top, detector, progress, discard)
+    finally:
+        discard.wait()
+
+
+def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detector: Any,
+            progress: Progress | None, discard: _Discard) -> DetectResult:
     passes = _Passes(shards, pool, progress)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
@@ -152,11 +187,10 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
               buckets=len(shards))
     run = replace(run, offsets=passes.run(place, run))
     stats, keys = zip(*passes.run(statistics, run), strict=True)
-    for i in range(len(shards)):
-        for name in GROUPS:
-            settings.path(i, f"{name}.arrow").unlink()
+    discard(settings.path(i, f"{name}.arrow") for i in range(len(shards)) for name in GROUPS)
     run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None)
     counts = passes.run(features, run)
+    discard(settings.path(i, "placed.arrow") for i in range(len(shards)))
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector
 
@@ -169,11 +203,11 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     isolated = sorted({r for f in firsts for r in f.isolated_runs})
     source = choose(has_baseline=settings.baseline is not None, has_isolated_steps=any(f.isolated for f in firsts),
                     single_trace=settings.single_trace)
-    run = replace(run, detector=_fit(run, counts, detector, every_row), source=source,
+    run = replace(run, detector=_fit(run, counts, detector, every_row, discard), source=source,
                   inrun_runs=pl.Series("run_id", isolated, dtype=pl.String))
     labelled: list[Labelled] = passes.run(label, run)
-    for i in run.reference or ():
-        settings.path(i, "reference.arrow").unlink()
+    discard(settings.path(i, f"{name}.arrow") for i in range(len(shards)) for name in ("kernels", "extra", "features"))
+    discard(settings.path(i, "reference.arrow") for i in run.reference or ())
     rate = None
     if settings.baseline is not None:
         compute = sum(r.compute for r in firsts)

@@ -201,7 +201,6 @@ def features(item: tuple[int, Shard], run: Run) -> int:
     table = _features(i, run)
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
     table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
-    run.settings.path(i, "placed.arrow").unlink()
     judged = ordered_rows(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
     judged.write_ipc(run.settings.path(i, "judged.arrow"))
     return judged.height
@@ -278,8 +277,6 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
                      inrun_reference=_reference(run, overlap))
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
-    for name in ("kernels", "extra", "features"):
-        run.settings.path(i, f"{name}.arrow").unlink()
     baseline, reference = _kinds(rows)
     return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
                     signature_instances(rows), rows.height, baseline, reference)

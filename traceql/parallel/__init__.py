@@ -193,6 +193,7 @@ class Pool:
         self.workers, self.scheduler = workers, scheduler
         self._opened: Any = None
         self._dask: Any = None
+        self._deferred: list[Callable[[], None]] = []
 
     @property
     def serial(self) -> bool:
@@ -217,7 +218,13 @@ class Pool:
             self._dask = self._opened.__enter__()
         return self._dask
 
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the pool closes (say, to stop helper processes that serve its tasks)."""
+        self._deferred.append(callback)
+
     def close(self) -> None:
+        while self._deferred:
+            self._deferred.pop()()
         if self._opened is not None:
             opened, self._opened, self._dask = self._opened, None, None
             opened.__exit__(None, None, None)

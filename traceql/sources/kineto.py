@@ -24,6 +24,7 @@ from traceql.sources.inputs import InputFile
 from traceql.sources.json_stream import BOM
 from traceql.sources.kineto_decode import decode
 from traceql.sources.kineto_events import GPU_INTS, stream
+from traceql.sources.kineto_helpers import Helpers
 from traceql.sources.kineto_plan import RunPlan, plan  # noqa: F401 - the reader's plan: sources.shards asks it
 from traceql.sources.ranks import MAX_RANK, name_rank_note, rank_from_name, run_name, valid_rank
 
@@ -242,7 +243,11 @@ def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None) 
     traces of its run, given the run's ranks."""
     notes: list[str] = []
     for run, group in by_run(files).items():
-        parsed = [parse(f.path, cpu_run=f.cpu_run) for f in group]
+        if run_plan is not None and run_plan.helpers is not None:
+            parsed = [run_plan.helpers.parse(f.path) for f in group]
+        else:
+            with Helpers([(f.path, f.cpu_run) for f in group]) as helpers:
+                parsed = [helpers.parse(f.path) for f in group]
         if run_plan is None:
             assigned, said = assign(parsed, run)
         else:

@@ -21,10 +21,13 @@ from traceql.sources.kineto_events import stream
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Each trace's run id, rank and how its rank is known, and the warnings its rank gave."""
+    """Each trace's run id, rank and how its rank is known, and the warnings its rank gave; ``helpers``: where
+    the run is read a trace at a time in this process, the helper processes that parse its traces ahead
+    (``kineto_helpers``)."""
 
     ranks: dict[Path, tuple[str, int, str]]
     notes: dict[Path, list[str]] = field(default_factory=dict)
+    helpers: Any = field(default=None, compare=False, repr=False)
 
     def place(self, path: Path) -> tuple[str, int]:
         """Where a trace's kernels come in the run read whole: its run id and rank."""
@@ -39,9 +42,11 @@ def _meta(path: Path) -> dict:
 
 def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> list[tuple[list[InputFile], RunPlan]]:
     """Each run of ``files`` (grouped as :func:`traceql.sources.kineto.load` groups them) and its plan (a trace
-    is read whole: ``windows`` asks nothing of it; its metadata is read from its first bytes: ``pool`` is not
-    needed)."""
+    is read whole: ``windows`` asks nothing of it; its metadata is read from its first bytes). Where ``pool``
+    (a ``traceql.parallel.Pool``) runs its tasks in this process, helper processes start parsing the run's
+    traces ahead, in the order its ranks are read, until the pool closes."""
     from traceql.sources.kineto import KinetoFile, assign  # the reader imports this module
+    from traceql.sources.kineto_helpers import Helpers
 
     out = []
     empty = pl.DataFrame()
@@ -49,5 +54,11 @@ def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> l
         light = [KinetoFile(f.path, _meta(f.path), empty, empty, empty) for f in group]
         assigned, _ = assign(light, run)
         notes = {kf.path: [n for n in [kf.rank()[2]] if n] for kf in light}
-        out.append((group, RunPlan({kf.path: (run_id, rank, how) for kf, run_id, rank, how in assigned}, notes)))
+        ranks = {kf.path: (run_id, rank, how) for kf, run_id, rank, how in assigned}
+        helpers = None
+        if pool is not None and pool.serial and len(group) > 1:
+            cpu = {f.path: f.cpu_run for f in group}
+            helpers = Helpers([(p, cpu[p]) for p in sorted(ranks, key=lambda p: ranks[p][:2])])
+            pool.defer(helpers.close)
+        out.append((group, RunPlan(ranks, notes, helpers)))
     return out
