@@ -48,12 +48,13 @@ def invoke(runner: CliRunner):
 
 @pytest.fixture(scope="module")
 def dask_scheduler() -> Iterator[str]:
-    """The address of a Dask LocalCluster of 4 worker processes, shared by the tests of one module."""
+    """The address of a Dask LocalCluster of 4 worker processes of 2 threads each (two tasks at once in each),
+    shared by the tests of one module."""
     from traceql.parallel import quiet
 
     quiet()
     from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=4, threads_per_worker=2, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.wait_for_workers(4)
         yield cluster.scheduler_address

@@ -79,12 +79,12 @@ def scratch() -> tempfile.TemporaryDirectory:
 
 
 class _Discard:
-    """Working files removed in a thread of their own while the passes go on (removing a large file can take as
+    """Working files removed in threads of their own while the passes go on (removing a large file can take as
     long as writing it where the file system passes each freed block on to its disk: ``discard``);
     :meth:`wait` returns once every file given is gone."""
 
     def __init__(self) -> None:
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceql-discard")
+        self._thread = ThreadPoolExecutor(max_workers=4, thread_name_prefix="traceql-discard")
         self._pending: list[Any] = []
 
     def __call__(self, paths: Iterable[Path]) -> None:
