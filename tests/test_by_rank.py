@@ -5,7 +5,6 @@ cluster; its working files are gone once it is done."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -96,27 +95,9 @@ def test_a_forest_fitted_on_a_sample_is_the_same(monkeypatch: pytest.MonkeyPatch
     assert SlowdownDetector().fit_rows(1001) is not None  # the sample was taken
 
 
-@pytest.mark.parametrize("tasks", [1, 2])
-def test_worker_processes_give_the_serial_labels(monkeypatch: pytest.MonkeyPatch, tasks: int) -> None:
-    """Local workers each running one task at a time, or two at once in threads (as they do on a machine with
-    twice as many cores as workers)."""
-    from traceql.parallel import cluster
-
-    monkeypatch.setattr(cluster, "task_threads", lambda workers: tasks)
+def test_worker_processes_give_the_serial_labels() -> None:
     whole, by_rank = _both(RUNS / "gpt2-4rank-nsys", None, False, workers=2)
     _same(whole, by_rank)
-
-
-def test_a_worker_runs_a_task_a_core_of_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
-    import psutil
-
-    from traceql.parallel import cluster
-
-    monkeypatch.setattr(cluster, "cores", lambda: 16)
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=64 * 2**30))
-    assert [cluster.task_threads(w) for w in (1, 2, 8, 16, 32)] == [16, 8, 2, 1, 1]
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=12 * 2**30))
-    assert [cluster.task_threads(w) for w in (1, 2, 8)] == [12, 6, 1]  # a GiB a task
 
 
 def test_a_4_worker_cluster_gives_the_serial_output(invoke, dask_scheduler: str, tmp_path: Path) -> None:

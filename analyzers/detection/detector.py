@@ -32,7 +32,7 @@ CLEAN = COLUMNS.index("clean_reference")
 FOREST = [COLUMNS.index(c) for c in FEATURES]
 MIN_FIT = 16
 FIT_SAMPLE = 65_536  # overlapped kernels the forest and its cut-off are fitted on, at most
-SCORE_BLOCK = 8_192  # rows below which scoring stays in one thread
+SCORE_BLOCK = 32_768  # rows below which scoring stays in one thread
 
 
 def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, jobs: int | None) -> np.ndarray:

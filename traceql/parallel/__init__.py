@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -145,21 +144,6 @@ def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Ca
         yield item, out
 
 
-SEND_BYTES = 4 * 2**20  # a task's common data sent with each task up to this size, else stored once on every worker
-
-
-def _shared(dask: Any, common: Any) -> Any:
-    """What a task is given for ``common``: small data as it is (sent with each task: no round of the scheduler
-    copying it to every worker first), larger data stored once on every worker (``scatter``)."""
-    if common is None:
-        return None
-    try:
-        small = len(pickle.dumps(common, protocol=pickle.HIGHEST_PROTOCOL)) <= SEND_BYTES
-    except Exception:  # noqa: BLE001 - what pickle cannot take, Dask's own serialization may
-        small = False
-    return common if small else dask.scatter(common, broadcast=True, hash=False)
-
-
 def _distributed(dask: Any, fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
                  progress: Progress | None, cost: Callable[[T], float] | None) -> Iterator[tuple[T, R | TraceqlError]]:
     """The tasks on the Dask client ``dask``, results handed out in input order."""
@@ -167,7 +151,7 @@ def _distributed(dask: Any, fn: Callable[[T, Any], R], items: Iterable[T], commo
 
     dask.run(_load, fn.__module__, wait=False)  # the workers load it while the tasks are sent and run
 
-    shared = _shared(dask, common)
+    shared = dask.scatter(common, broadcast=True, hash=False) if common is not None else None
     given: list[tuple[T, str]] = []
     where: dict[str, int] = {}  # a task's key -> its place in the output
     futures: list[Any] = []

@@ -117,26 +117,9 @@ def keep_ignoring_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def task_threads(workers: int) -> int:
-    """The tasks each of ``workers`` local worker processes runs at once: one a core of its share of the machine
-    (most of a task's work holds no Python lock: DuckDB's reads, polars, the forest's walk), as many as the
-    available memory holds at ``WORKER_BYTES`` a task (at least 1)."""
-    from traceql.parallel import WORKER_BYTES
-
-    most = max(1, cores() // workers)
-    try:
-        import psutil  # distributed's own dependency
-
-        most = min(most, int(psutil.virtual_memory().available // (WORKER_BYTES * workers)))
-    except (ImportError, OSError):
-        pass
-    return max(1, most)
-
-
 @contextmanager
 def client(workers: int, scheduler: str | None) -> Iterator[Any]:
-    """A Dask client: of a local cluster of ``workers`` processes (:func:`task_threads` threads each), or of
-    ``scheduler``."""
+    """A Dask client: of a local cluster of ``workers`` processes (one thread each), or of ``scheduler``."""
     quiet()
     import dask
     from distributed import Client, LocalCluster
@@ -152,14 +135,12 @@ def client(workers: int, scheduler: str | None) -> Iterator[Any]:
             except (OSError, ValueError, TypeError) as exc:
                 raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         else:
-            # each worker runs a task per core of its share of the machine, and each task has the rest of it
-            # for DuckDB's, polars' and the detector's threads (OMP_NUM_THREADS)
-            tasks = task_threads(workers)
-            share = str(max(1, cores() // (workers * tasks)))
+            # each worker's share of the machine: DuckDB's, polars' and the detector's threads (OMP_NUM_THREADS)
+            share = str(max(1, cores() // workers))
             # glibc's own malloc trimming, not Dask's 64 KiB (every large frame an mmap of its own: page faults)
             with _workers_ignore_ctrl_c(), dask.config.set({TRIM: None}):
                 env = {"POLARS_MAX_THREADS": share, THREADS_ENV: share, "OMP_NUM_THREADS": share}
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=tasks, processes=True,
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None, env=env)
             client = Client(cluster)
     try:
