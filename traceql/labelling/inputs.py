@@ -36,6 +36,7 @@ class Timeline:
     # windows that ran beside its own, and (the first window) its ranks' time breakdown, of all their activity
     context: pl.DataFrame | None = None
     breakdown: pl.DataFrame | None = None
+    waits: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["waits"]))  # recorded
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -82,7 +83,7 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
         breakdown = rank_breakdown_batches(_activity(trace, trace.activity)) if trace.activity else None
         return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                         trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
-                        trace.relation("steps"), trace.context, breakdown)
+                        trace.relation("steps"), trace.context, breakdown, trace.relation("waits"))
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:

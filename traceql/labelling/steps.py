@@ -12,8 +12,9 @@ import polars as pl
 
 from traceql.analyzers.steps import STEP_KEY, step_breakdown
 from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
-from traceql.labelling.inputs import Baseline
+from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.request import Request
+from traceql.labelling.result import DetectResult
 
 
 @dataclass
@@ -41,7 +42,11 @@ def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _one_run(req: Request, paths: list[Path] | None, baseline: Baseline | None) -> RanksResult:
-    timeline, labelled = req.label(paths, baseline)
+    return run_steps(*req.label(paths, baseline))
+
+
+def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
+    """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels."""
     steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
              .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
              .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))

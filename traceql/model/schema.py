@@ -32,6 +32,11 @@ RELATIONS: dict[str, dict[str, pl.DataType]] = {
     # training steps: NVTX step_<i> / step_<i>_nosync (or Kineto ProfilerStep#<i>) ranges, CPU and GPU extent
     "steps": {"run_id": STR, "rank": I32, "step": I32, "step_kind": STR, "cpu_start_ns": I64, "cpu_end_ns": I64,
               "gpu_start_ns": I64, "gpu_end_ns": I64},
+    # recorded stream waits (nsys: cudaStreamWaitEvent, and the cudaEventRecord it waits for): work launched on
+    # ``stream`` after the call ``correlation_id`` waits for the work launched on ``waits_stream`` before the
+    # call ``waits_correlation_id``
+    "waits": {"run_id": STR, "rank": I32, "stream": I64, "correlation_id": I64, "waits_stream": I64,
+              "waits_correlation_id": I64},
     "gpus": {"run_id": STR, "device": I32, "name": STR, "sm_count": I32, "memory_bytes": I64,
              "memory_bandwidth": I64, "clock_hz": I64, "compute_capability": STR, "bus_location": STR},
     # Nsight Compute: one row per profiled launch; every metric of the CSV follows these columns
@@ -57,6 +62,7 @@ ORDER_BY: dict[str, str] = {
     "memcpy": "run_id, rank, start_ns, device, stream, end_ns, correlation_id",
     "nvtx": "run_id, rank, start_ns, end_ns, text",
     "steps": "run_id, rank, cpu_start_ns, step_kind",
+    "waits": "run_id, rank, correlation_id, stream",
     "gpus": "run_id, device",
     "kernel_metrics": "path, ncu_id",
     "kernel_metric_units": "metric",

@@ -32,6 +32,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 NVTX_TYPES = (34, 59, 60)  # NvtxMark, NvtxPushPopRange, NvtxStartEndRange
 NVTX_DOMAIN_CREATE = 75
+STREAM_WAIT_EVENT = 2  # CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, where the export names no types
 # CUPTI's memcpy kinds (stable enum values).
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
               9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
@@ -144,6 +145,31 @@ def _load_nvtx(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
     """)
 
 
+def _load_waits(con: duckdb.DuckDBPyConnection, f: NsysFile) -> None:
+    """The export's recorded stream waits (``waits``): each ``cudaStreamWaitEvent`` with the latest
+    ``cudaEventRecord`` of its event before it, in the same process."""
+    if not {"CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT"} <= set(f.tables):
+        return
+    a = f.alias
+    kind = str(STREAM_WAIT_EVENT)
+    if "ENUM_CUPTI_SYNC_TYPE" in f.tables:
+        kind = (f"coalesce((SELECT min(id) FROM {a}.ENUM_CUPTI_SYNC_TYPE WHERE name = "
+                f"'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT'), {STREAM_WAIT_EVENT})")
+    query = f"""
+        INSERT INTO waits
+        SELECT m.run_id, m.rank, w.streamId, w.correlationId, r.streamId, r.correlationId
+        FROM {a}.CUPTI_ACTIVITY_KIND_SYNCHRONIZATION w
+        JOIN _rankmap m ON m.alias = '{a}' AND m.pid = coalesce(w.globalPid, 0)
+        ASOF JOIN {a}.CUPTI_ACTIVITY_KIND_CUDA_EVENT r
+          ON r.globalPid = w.globalPid AND r.eventId = w.eventId AND w.correlationId > r.correlationId
+        WHERE w.syncType = {kind}
+    """
+    try:
+        con.execute(query)
+    except (duckdb.BinderException, duckdb.ConversionException):
+        pass  # tables of another shape than nsys writes: no recorded waits (the replay infers them)
+
+
 def _load_gpus(con: duckdb.DuckDBPyConnection, f: NsysFile, kernels: pl.DataFrame) -> None:
     """The GPUs this export's kernels ran on, each once per run, with what the export says of them."""
     a = f.alias
@@ -202,6 +228,8 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             ranked = _load_kernels(model, f, mine_kernels, ranks)
             _load_memops(model, f, part)
             _load_nvtx(con, f)
+            if part is None:  # what a replay of the whole run reads (`whatif`)
+                _load_waits(con, f)
             _load_gpus(con, f, ranked)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")
             con.execute(f"DROP TYPE IF EXISTS _strings_{f.alias}")

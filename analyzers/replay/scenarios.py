@@ -1,0 +1,104 @@
+"""What-ifs on a run's graph (``graph.build``): each a copy of the engine's graph with some durations, lags or
+edges changed, replayed by ``engine.replay``.
+
+- :func:`without_contention`: every slowdown case at its baseline (what it would have taken alone).
+- :func:`without_stragglers`: in each step that had a straggler, that rank's CPU takes the time its replicas'
+  CPUs took between the same launches (the median of theirs, launch by launch, where the step's launches are
+  as many on every rank; else no gap longer than theirs), so that it arrives at the collectives as they do;
+  and every activity of that step takes what it took in its rank's other steps (while the others waited,
+  their collectives sat on the GPU beside their computation and slowed it).
+- :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them
+  (communication after the computation launched before it, never beside it), every case at its baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+
+from traceql.analyzers.replay.engine import Graph
+from traceql.analyzers.replay.graph import CHAIN, INFERRED, RunGraph
+
+
+def without_contention(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
+    """``cases`` (per activity, in node order) at ``baseline`` (ns, per activity) where that is shorter."""
+    dur = rg.graph.dur.copy()
+    ops = np.flatnonzero(cases & np.isfinite(baseline))
+    dur[ops] = np.minimum(dur[ops], np.round(baseline[ops]).astype(np.int64))
+    return replace(rg.graph, dur=dur)
+
+
+def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
+    """``named``: the stragglers (``run_id``, ``step``, ``rank``), each removed from its step (module doc)."""
+    g = rg.graph
+    if named.is_empty():
+        return g
+    lag = g.pred_lag.copy()
+    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    chain = np.flatnonzero(rg.edge_kind == CHAIN)
+    slot = np.full(len(rg.launch_op), -1, np.int64)
+    slot[node[chain] - rg.n_ops] = chain
+    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step").with_columns(
+        pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)))
+    for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
+        mine = calls.filter(pl.col("run_id") == run, pl.col("step") == step)
+        own = mine.filter(pl.col("rank") == rank)
+        others = [part["lag"].to_numpy() for _, part in mine.filter(pl.col("rank") != rank).group_by("rank")]
+        slots = own["slot"].to_numpy()
+        if not others or not len(slots):
+            continue
+        if all(len(o) == len(slots) for o in others):
+            new = np.median(np.vstack(others), axis=0).astype(np.int64)
+        else:
+            new = np.minimum(own["lag"].to_numpy(), max(int(o.max()) for o in others if len(o)))
+        keep = slots >= 0
+        lag[slots[keep]] = new[keep]
+    return replace(g, pred_lag=lag, dur=_typical_durations(rg, named))
+
+
+def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:
+    """Durations where every activity of a step that had a straggler takes what the same activity took in its
+    rank's other steps (the median, by its place in the step's launches), where those steps launched as many:
+    the ranks that waited ran their computation beside collectives that sat waiting, and slower."""
+    dur = rg.graph.dur.copy()
+    steps = (rg.ops.with_columns(pl.Series("dur", dur[:rg.n_ops]))
+             .filter(pl.col("step_kind") == "sync", pl.col("kind") != "comm")
+             .select("node", "run_id", "rank", "step", "correlation_id", "start_ns", "dur")
+             .sort("correlation_id", "start_ns", nulls_last=True, maintain_order=True)
+             .with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step").alias("pos"),
+                           pl.len().over("run_id", "rank", "step").alias("count")))
+    first = steps.group_by("run_id").agg(pl.col("step").min().alias("first"))
+    held = named.select("run_id", pl.col("step").cast(pl.Int32)).unique().with_columns(pl.lit(True).alias("held"))
+    steps = (steps.join(first, on="run_id").join(held, on=["run_id", "step"], how="left")
+             .with_columns(pl.col("held").fill_null(False)))
+    normal = steps.filter(~pl.col("held"), pl.col("step") != pl.col("first"))
+    typical = normal.group_by("run_id", "rank", "count", "pos").agg(pl.col("dur").median().alias("typical"))
+    target = steps.filter(pl.col("held")).join(typical, on=["run_id", "rank", "count", "pos"])
+    dur[target["node"].to_numpy()] = target["typical"].round().cast(pl.Int64).to_numpy()
+    return dur
+
+
+def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
+    """No overlap (module doc), every case at its baseline."""
+    g = without_contention(rg, cases, baseline)
+    n = rg.n_ops
+    order = np.full(n, -1, np.int64)  # each activity's place in its rank's launch order
+    order[rg.launch_op] = np.arange(len(rg.launch_op))
+    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    pred = g.pred_idx
+    # an inferred dependency on an activity launched later contradicts the order they now run in
+    drop = (rg.edge_kind == INFERRED) & (order[np.minimum(pred, n - 1)] > order[np.minimum(node, n - 1)])
+    keep = ~drop
+    launched = rg.launch_op
+    rank = rg.ops["run_id"].cast(pl.String) + "/" + rg.ops["rank"].cast(pl.String)
+    same = np.r_[False, (rank.gather(launched[1:]) == rank.gather(launched[:-1])).to_numpy()]
+    new_node, new_pred = launched[same], launched[np.flatnonzero(same) - 1]
+    all_node = np.r_[node[keep], new_node]
+    all_pred = np.r_[pred[keep], new_pred]
+    all_lag = np.r_[g.pred_lag[keep], np.zeros(len(new_node), np.int64)]
+    o = np.lexsort((all_pred, all_node))
+    ptr = np.zeros(g.n + 1, np.int64)
+    np.cumsum(np.bincount(all_node, minlength=g.n), out=ptr[1:])
+    return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o])
