@@ -17,9 +17,9 @@ import polars as pl
 
 from traceql.analyzers.replay import scenarios
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
-from traceql.analyzers.replay.graph import OP_COLUMNS, WAITS, RunGraph, build
+from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
 
-__all__ = ["OP_COLUMNS", "STEPS", "WAITS", "WhatIf", "steps"]
+__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "WhatIf", "steps"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,

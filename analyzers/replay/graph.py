@@ -38,8 +38,10 @@ BLOCKED_GAP_NS = 50_000  # a CPU idle this long between two launches may have be
 BLOCKED_RESUME_NS = 1_000_000  # ... when it resumed this soon after everything it had launched ended
 CPU_MIN_NS = 5_000  # the CPU's own time between two launches where it was blocked in between
 
-OP_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "launch_ns", "correlation_id", "kind",
-              "step", "step_kind", "collective"]
+OP_SCHEMA = {"run_id": pl.String, "rank": pl.Int32, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
+             "end_ns": pl.Int64, "launch_ns": pl.Int64, "correlation_id": pl.Int64, "kind": pl.String,
+             "step": pl.Int32, "step_kind": pl.String, "collective": pl.String}
+OP_COLUMNS = list(OP_SCHEMA)
 WAITS = {"run_id": pl.String, "rank": pl.Int32, "stream": pl.Int64, "correlation_id": pl.Int64,
          "waits_stream": pl.Int64, "waits_correlation_id": pl.Int64}
 
@@ -63,7 +65,7 @@ class RunGraph:
     launch_of: np.ndarray
     recorded: int
     inferred: int
-    unexplained: int  # activities whose start nothing explains (they keep the gap the trace shows)
+    unexplained: int  # activities that began more than INFERRED_NS after anything explains (they keep that gap)
 
 
 def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
@@ -123,7 +125,7 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     graph.group = np.r_[group, np.full(m, -1, np.int64)]
     graph.tail = np.r_[tail, np.zeros(m, np.int64)]
     return RunGraph(graph, ops, n, kind[order], launch_op, launch_of, len(rec_node), len(inf_node),
-                    int((start - explained > EXPLAINED_NS).sum()))
+                    int((start - explained > INFERRED_NS).sum()))
 
 
 def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -169,33 +171,47 @@ def _recorded(ops: pl.DataFrame, waits: pl.DataFrame | None) -> tuple[np.ndarray
     by_stream: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     for (run, rank, stream), part in keyed.sort("correlation_id").group_by(["run_id", "rank", "stream"]):
         by_stream[(run, rank, stream)] = (part["correlation_id"].to_numpy(), part["node"].to_numpy())
-    waits_on: dict[tuple, list[tuple[int, int, int]]] = {}
-    for run, rank, stream, c, ws, wc in w.iter_rows():
-        waits_on.setdefault((run, rank, stream), []).append((c, ws, wc))
+    waits_on: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # a stream's waits, by their call
+    for (run, rank, stream), part in w.group_by(["run_id", "rank", "stream"]):
+        part = part.sort("correlation_id")
+        waits_on[(run, rank, stream)] = (part["correlation_id"].to_numpy(), part["waits_stream"].to_numpy(),
+                                         part["waits_correlation_id"].to_numpy())
+    memo: dict[tuple, list[int]] = {}
 
     def last_before(run: str, rank: int, stream: int, corr: int, depth: int = 0) -> list[int]:
         """The activities a record at ``corr`` on ``stream`` stands for."""
+        key = (run, rank, stream, corr)
+        if key in memo:
+            return memo[key]
         corrs, nodes = by_stream.get((run, rank, stream), (empty, empty))
         i = int(np.searchsorted(corrs, corr)) - 1
         out = [int(nodes[i])] if i >= 0 else []
         after = corrs[i] if i >= 0 else -1
         if depth < 4:  # a stream that waited for another since its last activity passes that on
-            for c, ws, wc in waits_on.get((run, rank, stream), []):
-                if after < c < corr:
-                    out += last_before(run, rank, ws, wc, depth + 1)
+            wc_, ws_, wr_ = waits_on.get((run, rank, stream), (empty, empty, empty))
+            lo, hi = np.searchsorted(wc_, after, side="right"), np.searchsorted(wc_, corr)
+            latest: dict[int, int] = {}  # of the waits in between, the latest for each stream waited for (the
+            for k in range(lo, hi):      # earlier ones it implies, on a stream that runs in order)
+                latest[int(ws_[k])] = int(wr_[k])
+            for ws, wr in latest.items():
+                out += last_before(run, rank, ws, wr, depth + 1)
+        memo[key] = out
         return out
 
     node_out, pred_out = [], []
-    for (run, rank, stream), items in waits_on.items():
+    for (run, rank, stream), (cs, wss, wcs) in waits_on.items():
         corrs, nodes = by_stream.get((run, rank, stream), (empty, empty))
-        for c, ws, wc in items:
-            i = int(np.searchsorted(corrs, c))
+        at = np.searchsorted(corrs, cs)
+        for i, ws, wc in zip(at.tolist(), wss.tolist(), wcs.tolist(), strict=True):
             if i < len(corrs):
                 for p in last_before(run, rank, ws, wc):
                     if p != nodes[i]:
                         node_out.append(int(nodes[i]))
                         pred_out.append(p)
-    return np.asarray(node_out, np.int64), np.asarray(pred_out, np.int64)
+    if not node_out:
+        return empty, empty
+    pairs = np.unique(np.stack([np.asarray(node_out, np.int64), np.asarray(pred_out, np.int64)]), axis=1)
+    return pairs[0], pairs[1]
 
 
 def _blocked_on(launch_op: np.ndarray, l_time: np.ndarray, l_rank: np.ndarray, chained: np.ndarray,

@@ -2,11 +2,12 @@
 edges changed, replayed by ``engine.replay``.
 
 - :func:`without_contention`: every slowdown case at its baseline (what it would have taken alone).
-- :func:`without_stragglers`: in each step that had a straggler, that rank's CPU takes the time its replicas'
-  CPUs took between the same launches (the median of theirs, launch by launch, where the step's launches are
-  as many on every rank; else no gap longer than theirs), so that it arrives at the collectives as they do;
-  and every activity of that step takes what it took in its rank's other steps (while the others waited,
-  their collectives sat on the GPU beside their computation and slowed it).
+- :func:`without_stragglers`: in each step that had a straggler, that rank's CPU takes no longer than its
+  replicas' CPUs took between the same launches (the median of theirs, launch by launch, where the step's
+  launches are as many on every rank; else no gap longer than theirs), so that it arrives at the collectives as
+  they do; and no activity of that step takes longer than it took in its rank's other steps (while the others
+  waited, their collectives sat on the GPU beside their computation and slowed it). Nothing takes longer than
+  it did: a step is never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them
   (communication after the computation launched before it, never beside it), every case at its baseline.
 """
@@ -49,13 +50,14 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
         slots = own["slot"].to_numpy()
         if not others or not len(slots):
             continue
+        mine = own["lag"].to_numpy()
         if all(len(o) == len(slots) for o in others):
-            new = np.median(np.vstack(others), axis=0).astype(np.int64)
+            new = np.minimum(mine, np.median(np.vstack(others), axis=0).astype(np.int64))
         else:
-            new = np.minimum(own["lag"].to_numpy(), max(int(o.max()) for o in others if len(o)))
+            new = np.minimum(mine, max(int(o.max()) for o in others if len(o)))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
-    return replace(g, pred_lag=lag, dur=_typical_durations(rg, named))
+    return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
 
 
 def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:

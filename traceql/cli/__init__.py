@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli import collect, common, dataset, detect, export, info, query, ranks, report
+from traceql.cli import collect, common, dataset, detect, export, info, query, ranks, report, whatif
 from traceql.cli import diff as diff_cli
 from traceql.cli import profile as profile_cli
 from traceql.cli import solve as solve_cli
@@ -43,6 +43,7 @@ app.command()(info.info)
 app.command()(query.query)
 app.command()(detect.detect)
 app.command()(ranks.ranks)
+app.command()(whatif.whatif)
 app.command()(collect.collect)
 app.command()(report.report)
 app.command()(diff_cli.diff)

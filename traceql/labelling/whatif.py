@@ -32,10 +32,14 @@ class RunVerdict:
     contention_pct: float | None
     stragglers: list[dict[str, Any]]
     ranks: int
-    text: str = ""
+    lines: list[str] = field(default_factory=list)  # the verdict, a finding a line
+
+    @property
+    def text(self) -> str:
+        return "; ".join(self.lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
+        return {**{k: v for k, v in self.__dict__.items() if k != "lines"}, "verdict": self.text}
 
 
 @dataclass
@@ -97,7 +101,7 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool) -> Run
     stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
     out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks)
-    out.text = _sentence(out, int(judged["cases"].sum()) if judged.height else 0)
+    out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0)
     return out
 
 
@@ -105,9 +109,9 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _sentence(v: RunVerdict, cases: int) -> str:
+def _findings(v: RunVerdict, cases: int) -> list[str]:
     if v.step_ns is None:
-        return "no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"
+        return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
     parts = []
     if v.overlap_saves_ns is None:
         parts.append("no communication to overlap")
@@ -118,7 +122,7 @@ def _sentence(v: RunVerdict, cases: int) -> str:
     if not cases:
         parts.append("no slowdown cases")
     else:
-        parts.append(f"contention costs {_ms(v.contention_ns or 0)} ({v.contention_pct or 0:.1f} %)")
+        parts.append(f"contention costs {_ms(v.contention_ns or 0)}/step ({v.contention_pct or 0:.1f} %)")
     if v.ranks < 2:
         parts.append("one rank: no straggler to judge")
     elif not v.stragglers:
@@ -127,7 +131,7 @@ def _sentence(v: RunVerdict, cases: int) -> str:
         plural = "s" if len(s["steps"]) > 1 else ""
         parts.append(f"the straggler rank {s['rank']} costs {_ms(s['cost_ns'])} in step{plural} "
                      f"{', '.join(map(str, s['steps']))}")
-    return "; ".join(parts)
+    return parts
 
 
 def what_if(req: Request) -> WhatIfResult:
