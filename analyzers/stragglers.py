@@ -79,10 +79,11 @@ def step_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
 
 def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: float = MIN_SHARE,
                min_wait_ns: int = MIN_WAIT_NS) -> pl.DataFrame:
-    """The stragglers (module doc): one row per (run_id, step) that has one, with ``rank``, ``step``,
-    ``wait_ns`` (how long it held the others), ``waiting_ranks`` (sorted), ``share`` (wait_ns over the
-    step's time) and the evidence: ``last_at`` of the step's ``collectives``. ``step_ns``: per (run_id, step)
-    the step's time (``step_ns``)."""
+    """The stragglers (module doc): one row per (run_id, step) that has one, with ``rank``, ``step`` and the
+    evidence: ``held_ns`` (how long it held the others, summed over the step's collectives: the others'
+    waiting, not what the straggler cost the step, which a replay tells: ``traceql.analyzers.replay``),
+    ``waiting_ranks`` (sorted), ``held_share`` (held_ns over the step's time), ``last_at`` of the step's
+    ``collectives``. ``step_ns``: per (run_id, step) the step's time (``step_ns``)."""
     skew = step_skew(arrivals_)
     first = skew.group_by("run_id").agg(pl.col("step").min().alias("first"))
     floor = pl.max_horizontal(pl.lit(min_wait_ns), (min_share * pl.col("step_ns")).cast(pl.Int64))
@@ -95,6 +96,7 @@ def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: flo
               .group_by(*_STEP).agg(pl.col("rank").sort().alias("waiting_ranks")))
     return (named.join(waited, on=_STEP, how="left")
             .with_columns(pl.col("waiting_ranks").fill_null([]),
-                          (pl.col("wait_ns") / pl.col("step_ns")).round(4).alias("share"))
-            .select("run_id", "rank", "step", "wait_ns", "waiting_ranks", "share", "last_at", "collectives")
+                          (pl.col("wait_ns") / pl.col("step_ns")).round(4).alias("held_share"))
+            .select("run_id", "rank", "step", pl.col("wait_ns").alias("held_ns"), "waiting_ranks", "held_share",
+                    "last_at", "collectives")
             .sort("run_id", "step", "rank"))

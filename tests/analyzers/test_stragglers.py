@@ -36,7 +36,7 @@ def test_an_injected_straggler_is_named_exactly(run: Path) -> None:
     others = [r for r in range(world) if r != want["rank"]]
     assert found["waiting_ranks"].to_list() == [others] * len(want["steps"])
     # the others waited at least the sleep, and it came last to every collective of those steps
-    assert (found["wait_ns"] >= want["sleep_ms"] * 1e6).all()
+    assert (found["held_ns"] >= want["sleep_ms"] * 1e6).all()
     assert (found["last_at"] == found["collectives"]).all()
 
 
@@ -84,8 +84,8 @@ def test_a_late_rank_among_three_is_named_with_both_waiting() -> None:
     steps = pl.DataFrame({"run_id": ["r"] * 3, "step": [1, 2, 3], "step_ns": [40_000_000] * 3},
                          schema_overrides={"step": pl.Int32})
     found = stragglers(arrivals(kernels, ranks_), steps)
-    assert found.select("rank", "step", "wait_ns", "waiting_ranks").to_dicts() == [
-        {"rank": 2, "step": 2, "wait_ns": 5_000_000 + 20_000 - 10_000, "waiting_ranks": [0, 1]}]  # after rank 1
+    assert found.select("rank", "step", "held_ns", "waiting_ranks").to_dicts() == [
+        {"rank": 2, "step": 2, "held_ns": 5_000_000 + 20_000 - 10_000, "waiting_ranks": [0, 1]}]  # after rank 1
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:

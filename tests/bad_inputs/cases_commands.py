@@ -257,3 +257,14 @@ def diff_top_past_64_bits(tmp: Path) -> Scenario:
 def ranks_steps_past_64_bits(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp)
     return Scenario(["ranks", path, "--steps", f"-{HUGE}"], 2, "--steps", None, [path])
+
+
+@case("usage")
+def whatif_threshold_nan(tmp: Path) -> Scenario:
+    return Scenario(["whatif", "--threshold", "nan"], 2, "--threshold must be a finite number")
+
+
+@case("usage")
+def whatif_steps_zero(tmp: Path) -> Scenario:
+    path = sqlite_copy(tmp)
+    return Scenario(["whatif", path, "--steps", "0"], 2, "--steps", None, [path])

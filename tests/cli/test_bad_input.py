@@ -18,7 +18,7 @@ def _snapshot(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("make,phrase", CASES, ids=CASE_IDS)
-@pytest.mark.parametrize("command", ["info", "query", "ranks"])
+@pytest.mark.parametrize("command", ["info", "query", "ranks", "whatif"])
 def test_bad_input_is_one_clear_line(invoke, tmp_path: Path, make, phrase: str, command: str) -> None:
     path = make(tmp_path)
     before = _snapshot(path)

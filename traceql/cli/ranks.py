@@ -54,26 +54,29 @@ def ranks(
 
 
 def _ms(ns: Any) -> str:
-    return f"{ns / 1e6:,.2f}"
+    return "-" if ns is None else f"{ns / 1e6:,.2f}"
 
 
 def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
-    """One run's stragglers in step order; of many, the ``limit`` that kept the others waiting longest."""
+    """One run's stragglers in step order; of many, the ``limit`` that cost their steps most."""
     if rows.is_empty():
         console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting 10 % of a step")
         return
     title = f"Stragglers of {run_id}"
     if rows.height > limit:
-        title = f"The {limit} longest waits of {rows.height} stragglers of {run_id} (--steps N for more)"
-        rows = rows.sort(["wait_ns", "step"], descending=[True, False]).head(limit).sort("step")
-    out = table(title, (
-        "step", "rank", "waited ms", "of step", "waiting ranks", "last at"), left={"waiting ranks", "last at"})
+        title = f"The {limit} costliest of {rows.height} stragglers of {run_id} (--steps N for more)"
+        rows = rows.sort(["cost_ns", "held_ns", "step"], descending=[True, True, False], nulls_last=True
+                         ).head(limit).sort("step")
+    out = table(title, ("step", "rank", "cost ms", "step ms", "without", "held ms", "waiting", "last at"),
+                left={"waiting", "last at"})
     for r in rows.iter_rows(named=True):
-        out.add_row(str(r["step"]), str(r["rank"]), _ms(r["wait_ns"]), f"{100 * r['share']:.1f} %",
-                    ",".join(map(str, r["waiting_ranks"])) or "-",
-                    f"{r['last_at']} of {r['collectives']} collectives")
+        out.add_row(str(r["step"]), str(r["rank"]), _ms(r["cost_ns"]), _ms(r["step_ns"]), _ms(r["without_ns"]),
+                    _ms(r["held_ns"]), ",".join(map(str, r["waiting_ranks"])) or "-",
+                    f"{r['last_at']} of {r['collectives']}")
     console.print(out)
-    console.print("waited: how long it came after all the others to the step's collectives, summed")
+    console.print("cost: the step's time (replayed) less its time without the straggler (see traceql whatif); "
+                  "held: how long the others waited for it at the step's collectives, summed (evidence, "
+                  "not cost); last at: of the step's collectives")
 
 
 def _print_steps(run_id: str, rows: Any, limit: int) -> None:

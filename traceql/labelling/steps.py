@@ -10,18 +10,21 @@ from typing import Any
 
 import polars as pl
 
+from traceql.analyzers import replay
 from traceql.analyzers.steps import STEP_KEY, step_breakdown
 from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
+from traceql.labelling.replayed import replayed
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
 
 
 @dataclass
 class RanksResult:
-    """Per step and rank: the breakdown, cases and time lost (``steps``); the stragglers, with the evidence
-    (``stragglers``); the whole capture per rank (``ranks``: `detect`'s breakdown); the arrivals they come
-    from (``arrivals``)."""
+    """Per step and rank: the breakdown, cases and time lost (``steps``); the stragglers, with what each cost its
+    step (``cost_ns``: the step's time replayed, ``step_ns``, less its time without the straggler,
+    ``without_ns``) and the evidence (``held_ns`` ...: ``analyzers.stragglers``); the whole capture per rank
+    (``ranks``: `detect`'s breakdown); the arrivals they come from (``arrivals``)."""
 
     steps: pl.DataFrame
     stragglers: pl.DataFrame
@@ -30,6 +33,7 @@ class RanksResult:
     notes: list[str] = field(default_factory=list)
     unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
     arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (analyzers.stragglers)
+    replayed: replay.WhatIf | None = None  # the run replayed, where it had a straggler to price
 
     def to_dict(self) -> dict[str, Any]:
         return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
@@ -58,8 +62,19 @@ def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
                          "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
             unaligned.append(run)
     named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
+    done = None
+    if not named.is_empty():  # what each cost its step: the replay without it
+        done = replayed(timeline, labelled, named)
+        named = named.join(done.steps.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
+                                             pl.col("without_straggler_ns").alias("without_ns")),
+                           on=["run_id", "step"], how="left")
+    else:
+        named = named.with_columns(pl.lit(None, pl.Int64).alias("step_ns"), pl.lit(None, pl.Int64).alias("without_ns"))
+    named = named.with_columns((pl.col("step_ns") - pl.col("without_ns")).alias("cost_ns")).select(
+        "run_id", "rank", "step", "cost_ns", "step_ns", "without_ns", "held_ns", "waiting_ranks", "held_share",
+        "last_at", "collectives")
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived)
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done)
 
 
 def rank_steps(req: Request) -> RanksResult:

@@ -1,5 +1,4 @@
-"""What each cause costs in step time: a run's timeline, its labels and its stragglers replayed
-(``traceql.analyzers.replay``) as they were and without each cause; per run, a verdict a person can act on."""
+"""What each cause costs in step time, every run of a request replayed (``replayed``), each on its own."""
 
 from __future__ import annotations
 
@@ -9,37 +8,11 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
-from traceql.labelling.inputs import Timeline
+from traceql.labelling.replayed import RunVerdict, replayed, verdict
 from traceql.labelling.request import Request
-from traceql.labelling.result import DetectResult
-from traceql.labelling.steps import RanksResult, run_steps
+from traceql.labelling.steps import run_steps
 
-_KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]
-
-
-@dataclass
-class RunVerdict:
-    """One run's what-if, in medians over its steps (the first captured step left out): what overlapping
-    communication saves against running it after computation (``overlap_saves_ns``; None without
-    communication), what the slowdown cases cost (``contention_ns``, and its share of the step), and what each
-    straggler cost in the steps it held (``stragglers``: rank, steps, cost per step)."""
-
-    run_id: str
-    steps: int
-    step_ns: int | None
-    overlap_saves_ns: int | None
-    contention_ns: int | None
-    contention_pct: float | None
-    stragglers: list[dict[str, Any]]
-    ranks: int
-    lines: list[str] = field(default_factory=list)  # the verdict, a finding a line
-
-    @property
-    def text(self) -> str:
-        return "; ".join(self.lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**{k: v for k, v in self.__dict__.items() if k != "lines"}, "verdict": self.text}
+__all__ = ["RunVerdict", "WhatIfResult", "what_if"]
 
 
 @dataclass
@@ -57,83 +30,6 @@ class WhatIfResult:
                 "notes": self.notes}
 
 
-def activities(timeline: Timeline, labelled: DetectResult) -> pl.DataFrame:
-    """Every GPU activity of the timeline on its run's common clock (``replay.OP_COLUMNS``), with whether each is
-    a slowdown case (``_case``) and its baseline (``_base``)."""
-    offsets = timeline.ranks.select("run_id", "rank", "clock_offset_ns")
-    kernels = timeline.kernels.filter(pl.col("kind").is_in(["compute", "comm"])).with_columns(
-        pl.col("collective").fill_null(pl.col("short_name").cast(pl.String)))
-    rows = labelled.kernels.select(*_KEY, pl.col("is_slowdown").alias("_case"), pl.col("baseline_ns").alias("_base"))
-    kernels = kernels.join(rows, on=_KEY, how="left", nulls_equal=True)
-    memops = timeline.memops.with_columns(pl.lit(None, pl.String).alias("collective"),
-                                          pl.lit(False).alias("_case"), pl.lit(None, pl.Float64).alias("_base"))
-    cols = [*replay.OP_COLUMNS, "_case", "_base"]
-    both = pl.concat([kernels.select(cols), memops.select(cols)], how="vertical_relaxed")
-    shift = pl.col("clock_offset_ns").fill_null(0)
-    return (both.join(offsets, on=["run_id", "rank"], how="left")
-            .with_columns(pl.col("start_ns") + shift, pl.col("end_ns") + shift, pl.col("launch_ns") + shift)
-            .drop("clock_offset_ns"))
-
-
-def replayed(timeline: Timeline, labelled: DetectResult, ranked: RanksResult) -> replay.WhatIf:
-    """The run replayed as it was and without each cause."""
-    ops = activities(timeline, labelled)
-    named = ranked.stragglers.select("run_id", "step", "rank")
-    return replay.steps(ops, waits=timeline.waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named)
-
-
-def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool) -> RunVerdict:
-    """One run's verdict (:class:`RunVerdict`) from its steps."""
-    judged = steps.filter(~pl.col("first"))
-    if judged.is_empty():
-        judged = steps
-
-    def median(expr: pl.Expr) -> int | None:
-        value = judged.select(expr.median()).item() if judged.height else None
-        return None if value is None else round(value)
-
-    step_ns = median(pl.col("replayed_ns"))
-    saves = median(pl.col("serialized_ns") - pl.col("replayed_ns")) if has_comm else None
-    contention = median(pl.col("replayed_ns") - pl.col("without_contention_ns"))
-    pct = round(100 * contention / step_ns, 2) if contention is not None and step_ns else None
-    held = judged.filter(pl.col("straggler_rank").is_not_null()).with_columns(
-        (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns"))
-    stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
-                  for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
-    out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks)
-    out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0)
-    return out
-
-
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.1f} ms"
-
-
-def _findings(v: RunVerdict, cases: int) -> list[str]:
-    if v.step_ns is None:
-        return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
-    parts = []
-    if v.overlap_saves_ns is None:
-        parts.append("no communication to overlap")
-    elif v.overlap_saves_ns >= 0:
-        parts.append(f"overlap saves {_ms(v.overlap_saves_ns)}/step over serial")
-    else:
-        parts.append(f"overlap costs {_ms(-v.overlap_saves_ns)}/step against serial")
-    if not cases:
-        parts.append("no slowdown cases")
-    else:
-        parts.append(f"contention costs {_ms(v.contention_ns or 0)}/step ({v.contention_pct or 0:.1f} %)")
-    if v.ranks < 2:
-        parts.append("one rank: no straggler to judge")
-    elif not v.stragglers:
-        parts.append("no straggler")
-    for s in v.stragglers:
-        plural = "s" if len(s["steps"]) > 1 else ""
-        parts.append(f"the straggler rank {s['rank']} costs {_ms(s['cost_ns'])} in step{plural} "
-                     f"{', '.join(map(str, s['steps']))}")
-    return parts
-
-
 def what_if(req: Request) -> WhatIfResult:
     """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them)."""
     baseline = req.read_baseline()
@@ -143,7 +39,7 @@ def what_if(req: Request) -> WhatIfResult:
         timeline, labelled = req.label(paths, baseline)
         ranked = run_steps(timeline, labelled)
         notes += ranked.notes
-        done = replayed(timeline, labelled, ranked)
+        done = ranked.replayed or replayed(timeline, labelled)
         frames.append(done.steps)
         for key in graph:
             graph[key] += getattr(done, key)
