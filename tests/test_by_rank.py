@@ -126,3 +126,17 @@ def test_the_scratch_folder_is_left_empty(invoke, monkeypatch: pytest.MonkeyPatc
     result = invoke("detect", DDP_TRACE, "--out", tmp_path / "rows.parquet")
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
+
+
+@pytest.mark.parametrize("run", [DDP_TRACE, RUNS / "gpt2-4rank-straggler-nsys", RUNS / "gpt2-torch"],
+                         ids=lambda p: p.name)
+def test_the_critical_path_is_the_same_read_whole_or_rank_by_rank(run: Path) -> None:
+    """What the cases cost on the critical path (a replay of the whole run) from the run read whole, and from
+    its shards' stored activities; and it is a part of the time the cases lost in those steps."""
+    whole = label(read_timeline(run), critical=True)
+    with scratch() as tmp, Pool(1) as pool:
+        by_rank = label_by_rank(shards(run), Settings(None, 1.2, False, False, Path(tmp), True), pool=pool)
+        assert not list(Path(tmp).iterdir())
+    assert by_rank.critical.equals(whole.critical) and whole.critical.height == 1
+    row = whole.critical.row(0, named=True)
+    assert 0 < row["critical_ns"] <= row["lost_ns"] and row["steps"] >= 2

@@ -10,6 +10,7 @@ a step's figure is what that step alone would have taken (a step without a case 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,10 +43,12 @@ class WhatIf:
 
 
 def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
-          baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None) -> WhatIf:
+          baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None,
+          ways: tuple[str, ...] = tuple(WAYS)) -> WhatIf:
     """One row per normal step of each run of ``ops`` (activities: ``graph.OP_COLUMNS``, on each run's common
     clock; ``cases``/``baseline``, aligned with ``ops``: whether each is a slowdown case and its baseline in
-    ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler."""
+    ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
+    replay (of :data:`WAYS`; the others' columns are null)."""
     ops = ops.with_columns(
         (cases if cases is not None else pl.Series([False] * ops.height)).alias("_case"),
         (baseline if baseline is not None else pl.Series([None] * ops.height, dtype=pl.Float64)).alias("_base"))
@@ -54,16 +57,15 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     base = rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     named = stragglers if stragglers is not None else pl.DataFrame(schema={"run_id": pl.String, "step": pl.Int32,
                                                                            "rank": pl.Int32})
-    graphs: dict[str, Graph] = {
-        "replayed_ns": rg.graph,
-        "without_straggler_ns": scenarios.without_stragglers(rg, named),
-        "without_contention_ns": scenarios.without_contention(rg, is_case, base),
-        "serialized_ns": scenarios.serialized(rg, is_case, base),
+    make: dict[str, Callable[[], Graph]] = {
+        "without_straggler_ns": lambda: scenarios.without_stragglers(rg, named),
+        "without_contention_ns": lambda: scenarios.without_contention(rg, is_case, base),
+        "serialized_ns": lambda: scenarios.serialized(rg, is_case, base),
     }
     whole = replay(rg.graph)
     part = _parts(rg)
-    done = {name: whole if name == "replayed_ns" else replay(g, part, whole) for name, g in graphs.items()}
-    frame = _spans(rg, done, is_case)
+    done = {"replayed_ns": whole, **{name: replay(make[name](), part, whole) for name in ways if name in make}}
+    frame = _spans(rg, done, is_case).with_columns(pl.lit(None, pl.Int64).alias(k) for k in WAYS if k not in done)
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
     return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]

@@ -83,6 +83,13 @@ def print_detect(result: Any) -> None:
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
                   f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")
+    critical = result.critical_path()
+    if critical["critical_path_ns"] is not None:
+        steps = int(result.critical["steps"].sum())
+        share = "" if critical["critical_path_share"] is None else f" ({critical['critical_path_share']:.1%})"
+        console.print(f"on the critical path: {ms(critical['critical_path_ns'])} of the "
+                      f"{ms(critical['critical_lost_ns'])} lost in {steps} normal steps{share}: what those steps "
+                      "would be shorter without the contention (traceql whatif)")
     console.print("lost: GPU time the slowdowns added; lost %: its share of the rank's step time")
     _print_steps(result.steps)
     if result.top_signatures.is_empty():

@@ -36,9 +36,10 @@ class Labelling:
 
 
 def label_run(item: tuple[int, list[Path] | None], how: Labelling) -> DetectResult:
-    """One run (its place, its inputs): its timeline read whole, labelled (a task of
-    :class:`traceql.parallel.Pool`)."""
-    return how.request.label(item[1], how.baseline, top=how.top, detector=how.detector, metrics=how.metrics)[1]
+    """One run (its place, its inputs): its timeline read whole, labelled, and what its cases cost on the
+    critical path (a task of :class:`traceql.parallel.Pool`)."""
+    return how.request.label(item[1], how.baseline, top=how.top, detector=how.detector, metrics=how.metrics,
+                             critical=True)[1]
 
 
 def _run_name(paths: list[Path] | None) -> str:
@@ -98,7 +99,7 @@ def detect(
             results[i] = res
         for i, parts in split.items():
             results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
-                                           progress=progress)
+                                           progress=progress, critical=True)
     result = merge([r for r in results if r is not None], top=top)
     if out is not None:
         write_rows(result, Path(out), out_format)

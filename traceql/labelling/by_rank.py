@@ -47,6 +47,7 @@ from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.label import baseline_notes, no_kernels
 from traceql.labelling.passes import (
+    REPLAY_ACTIVITIES,
     Labelled,
     Read,
     Run,
@@ -60,6 +61,8 @@ from traceql.labelling.passes import (
     sampled_rows,
     statistics,
 )
+from traceql.labelling.replayed import KEY as CASE_KEY
+from traceql.labelling.replayed import critical_path, with_cases
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -213,7 +216,20 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         compute = sum(r.compute for r in firsts)
         rate = sum(r.matched for r in firsts) / compute if compute else 0.0
         notes += baseline_notes(rate, settings.baseline)
-    return _result(shards, settings, firsts, labelled, source, rate, notes, top)
+    result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
+    stored = [settings.path(i, "activities.arrow") for i, r in enumerate(firsts) if r.activities is not None]
+    replayable = len(stored) == sum(1 for r in firsts if r.compute) and \
+        sum(r.activities or 0 for r in firsts) <= REPLAY_ACTIVITIES
+    if settings.critical and replayable and result.cases():
+        cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "is_slowdown", "baseline_ns")
+        ops = with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect())
+        waits = [r.waits for r in firsts if r.waits is not None]
+        result.critical = critical_path(ops, pl.concat(waits) if waits else None, result.steps)
+    elif settings.critical and not replayable and result.cases():
+        result.notes.append(f"note: {shards[0].name}: the critical path of its steps is not measured: more GPU "
+                            f"activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")
+    discard(stored)
+    return result
 
 
 def _result(shards: list[Shard], settings: Settings, firsts: list[Read], labelled: list[Labelled],

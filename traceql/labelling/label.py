@@ -30,6 +30,7 @@ from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.reports import step_cost
 from traceql.errors import InputError
 from traceql.labelling.inputs import Baseline, Timeline
+from traceql.labelling.replayed import activities, critical_path, with_cases
 from traceql.labelling.result import DetectResult, empty_result, rank_summary
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -184,9 +185,10 @@ def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFra
 
 def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: float = PAIRED_FACTOR,
           top: int = 10, detector: SlowdownDetector | None = None, hta_compat: bool = False,
-          metrics: pl.DataFrame | None = None, single_trace: bool = False) -> DetectResult:
+          metrics: pl.DataFrame | None = None, single_trace: bool = False, critical: bool = False) -> DetectResult:
     """Label every compute kernel of ``timeline``: against ``baseline`` when given, else against its isolated
-    steps, else (or with ``single_trace``, its isolated steps hidden) by the detector."""
+    steps, else (or with ``single_trace``, its isolated steps hidden) by the detector; with ``critical``, what
+    the cases cost on the critical path of its steps too (a replay: ``labelling.replayed``)."""
     kernels = timeline.kernels
     if kernels.filter(pl.col("kind") == "compute").is_empty():
         return no_kernels(timeline.ranks, timeline.has_metrics, str(timeline.path))
@@ -212,6 +214,10 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     view = hta_view(kernels, timeline.memops, timeline.nvtx) if hta_compat else (kernels, timeline.memops)
     steps = schema.conform(step_cost(labelled, kernels, timeline.memops), schema.STEP_COST)
     top_frame = schema.conform(top_signatures(labelled, top), schema.TOP_SIGNATURES)
-    return DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
-                        rows=out, mode=source.mode, match_rate=rate, notes=notes, metrics_match_rate=metrics_rate,
-                        steps=steps)
+    result = DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
+                          rows=out, mode=source.mode, match_rate=rate, notes=notes,
+                          metrics_match_rate=metrics_rate, steps=steps)
+    if critical and result.cases():
+        ops = with_cases(activities(kernels, timeline.memops, timeline.ranks), labelled)
+        result.critical = critical_path(ops, timeline.waits, steps)
+    return result

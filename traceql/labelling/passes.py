@@ -34,6 +34,7 @@ from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.reports import step_cases, step_spans
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_inputs, scored
+from traceql.labelling.replayed import activities
 from traceql.labelling.result import _kinds
 from traceql.labelling.sources import LabelSource
 from traceql.model import schema
@@ -41,6 +42,8 @@ from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
 WARM = ("traceql.analyzers.detection.detector",)
+# the most GPU activities of a run replayed at once (`detect`'s critical path): about 100 bytes each
+REPLAY_ACTIVITIES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Settings:
     single_trace: bool
     hta_compat: bool
     folder: Path
+    critical: bool = False  # whether the run is replayed (what its cases cost on the critical path)
 
     def path(self, i: int, what: str) -> Path:
         return self.folder / f"shard{i}.{what}"
@@ -79,6 +83,8 @@ class Read:
     runs: list[str] = field(default_factory=list)  # the runs of its compute kernels
     sequences: Sequences = field(default_factory=list)
     matched: int = 0  # compute kernels whose signature the baseline has
+    activities: int | None = None  # the GPU activities it stored for the replay (None: too many to)
+    waits: pl.DataFrame | None = None  # its recorded stream waits
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,10 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
         return out
+    if settings.critical and kernels.height + tl.memops.height <= REPLAY_ACTIVITIES:  # what its replay reads
+        replayed = activities(kernels, tl.memops, tl.ranks)
+        replayed.write_ipc(settings.path(i, "activities.arrow"))
+        out.activities, out.waits = replayed.height, tl.waits
     isolated = _isolated(overlap)
     inputs = overlap.filter(~isolated)
     if not shard.windowed:

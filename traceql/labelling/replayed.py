@@ -11,8 +11,9 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
+from traceql.model import schema
 
-_KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]
+KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
 
 @dataclass
@@ -40,29 +41,56 @@ class RunVerdict:
         return {**{k: v for k, v in self.__dict__.items() if k != "lines"}, "verdict": self.text}
 
 
-def activities(timeline: Timeline, labelled: DetectResult) -> pl.DataFrame:
-    """Every GPU activity of the timeline on its run's common clock (``replay.OP_COLUMNS``), with whether each is
-    a slowdown case (``_case``) and its baseline (``_base``)."""
-    offsets = timeline.ranks.select("run_id", "rank", "clock_offset_ns")
-    kernels = timeline.kernels.filter(pl.col("kind").is_in(["compute", "comm"])).with_columns(
+def activities(kernels: pl.DataFrame, memops: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """Every GPU activity of a timeline (``replay.OP_COLUMNS``), with its rank's ``clock_offset_ns`` (the times
+    are as the trace has them: :func:`on_clock` puts them on the run's common clock)."""
+    kernels = kernels.filter(pl.col("kind").is_in(["compute", "comm"])).with_columns(
         pl.col("collective").fill_null(pl.col("short_name").cast(pl.String)))
-    rows = labelled.kernels.select(*_KEY, pl.col("is_slowdown").alias("_case"), pl.col("baseline_ns").alias("_base"))
-    kernels = kernels.join(rows, on=_KEY, how="left", nulls_equal=True)
-    memops = timeline.memops.with_columns(pl.lit(None, pl.String).alias("collective"),
-                                          pl.lit(False).alias("_case"), pl.lit(None, pl.Float64).alias("_base"))
-    cols = [*replay.OP_COLUMNS, "_case", "_base"]
-    both = pl.concat([kernels.select(cols), memops.select(cols)], how="vertical_relaxed")
+    memops = memops.with_columns(pl.lit(None, pl.String).alias("collective"))
+    both = pl.concat([kernels.select(replay.OP_COLUMNS), memops.select(replay.OP_COLUMNS)], how="vertical_relaxed")
+    return both.join(ranks.select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
+
+
+def with_cases(ops: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` (:func:`activities`) with whether each is a slowdown case (``_case``) and its baseline (``_base``),
+    from `detect`'s rows (those of the cases suffice)."""
+    cases = rows.filter(pl.col("is_slowdown")).select(*KEY, pl.lit(True).alias("_case"),
+                                                      pl.col("baseline_ns").alias("_base"))
+    return ops.join(cases, on=KEY, how="left", nulls_equal=True).with_columns(pl.col("_case").fill_null(False))
+
+
+def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` on their run's common clock (each rank's ``clock_offset_ns`` added)."""
     shift = pl.col("clock_offset_ns").fill_null(0)
-    return (both.join(offsets, on=["run_id", "rank"], how="left")
-            .with_columns(pl.col("start_ns") + shift, pl.col("end_ns") + shift, pl.col("launch_ns") + shift)
-            .drop("clock_offset_ns"))
+    return ops.with_columns(pl.col("start_ns") + shift, pl.col("end_ns") + shift, pl.col("launch_ns") + shift
+                            ).drop("clock_offset_ns")
+
+
+def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
+              ways: tuple[str, ...] = tuple(replay.WAYS)) -> replay.WhatIf:
+    """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways``."""
+    ops = on_clock(ops)
+    named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
+    return replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named, ways=ways)
 
 
 def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:
     """The run replayed as it was and without each cause (``stragglers``: ``run_id``, ``step``, ``rank``)."""
-    ops = activities(timeline, labelled)
-    named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
-    return replay.steps(ops, waits=timeline.waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named)
+    ops = with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
+    return replay_of(ops, timeline.waits, stragglers)
+
+
+def critical_path(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFrame) -> pl.DataFrame:
+    """Per run of ``ops`` (:func:`with_cases`), what its slowdown cases cost on the critical path
+    (``schema.CRITICAL``): its normal steps' replayed time less their time without the cases, summed (the
+    first captured step left out), and the time they lost in those steps (``lost``: `detect`'s steps)."""
+    done = replay_of(ops, waits, ways=("without_contention_ns",)).steps.filter(~pl.col("first"))
+    per_run = done.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("steps"), (
+        pl.col("replayed_ns") - pl.col("without_contention_ns")).sum().alias("critical_ns"))
+    in_steps = lost.join(done.select("run_id", "step"), on=["run_id", "step"]).group_by("run_id").agg(
+        pl.col("time_lost_ns").sum().alias("lost_ns"))
+    out = per_run.join(in_steps, on="run_id", how="left").with_columns(pl.col("lost_ns").fill_null(0))
+    return schema.conform(out.sort("run_id"), schema.CRITICAL)
 
 
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool) -> RunVerdict:

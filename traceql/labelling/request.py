@@ -66,14 +66,15 @@ class Request:
                                single_trace=self.single_trace, **more)
 
     def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = 10,
-                      detector: Any = None, progress: Progress | None = None) -> DetectResult:
+                      detector: Any = None, progress: Progress | None = None, critical: bool = False) -> DetectResult:
         """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool``
-        (``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder of its own."""
+        (``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder of its own;
+        with ``critical``, what the cases cost on the critical path of its steps too."""
         from traceql.labelling.by_rank import Settings, label_by_rank, scratch
 
         import_detector()
         with scratch() as folder:
-            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder))
+            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), critical)
             return label_by_rank(shards, how, pool=pool, top=top, detector=detector, progress=progress)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:

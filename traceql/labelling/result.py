@@ -68,6 +68,8 @@ class DetectResult:
     notes: list[str] = field(default_factory=list)
     metrics_match_rate: float | None = None
     steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.STEP_COST))
+    # per run: what the cases cost on the critical path of its normal steps (``labelling.replayed``)
+    critical: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.CRITICAL))
 
     @property
     def kernels(self) -> pl.DataFrame:
@@ -107,6 +109,16 @@ class DetectResult:
         """The GPU time the cases added, over all ranks."""
         return int(self.ranks["time_lost_ns"].sum()) if self.ranks.height else 0
 
+    def critical_path(self) -> dict[str, Any]:
+        """Over the runs replayed: what the cases cost on the critical path of their normal steps
+        (``critical_path_ns``), the time they lost in those steps (``critical_lost_ns``) and its share on the
+        critical path (``critical_path_share``); None where no run was replayed."""
+        if self.critical.is_empty():
+            return {"critical_path_ns": None, "critical_lost_ns": None, "critical_path_share": None}
+        on, lost = int(self.critical["critical_ns"].sum()), int(self.critical["lost_ns"].sum())
+        return {"critical_path_ns": on, "critical_lost_ns": lost,
+                "critical_path_share": round(on / lost, 4) if lost else None}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
@@ -121,7 +133,9 @@ class DetectResult:
                 "compute_kernels": self.compute_kernels(),
                 "cases": self.cases(),
                 "time_lost_ns": self.time_lost_ns(),
+                **self.critical_path(),
             },
+            "critical_path": self.critical.to_dicts(),
             "notes": self.notes,
         }
 
@@ -162,12 +176,12 @@ def _renamed(result: DetectResult, used: set[str]) -> DetectResult:
     if all(k == v for k, v in names.items()):
         return result
     frames = [df.with_columns(pl.col("run_id").replace(names)) if "run_id" in df.columns else df
-              for df in (result.ranks, result.top_signatures, result.steps)]
+              for df in (result.ranks, result.top_signatures, result.steps, result.critical)]
     rows = result.rows.with_columns(pl.col("run_id").replace(names)) if isinstance(result.rows, pl.DataFrame) \
         else replace(result.rows, renames={**result.rows.renames, **names})
     return DetectResult(ranks=frames[0], top_signatures=frames[1], rows=rows, mode=result.mode,
                         match_rate=result.match_rate, notes=result.notes,
-                        metrics_match_rate=result.metrics_match_rate, steps=frames[2])
+                        metrics_match_rate=result.metrics_match_rate, steps=frames[2], critical=frames[3])
 
 
 def _rows(results: list[DetectResult]) -> pl.DataFrame | StoredRows:
@@ -235,4 +249,5 @@ def merge(results: list[DetectResult], *, top: int = 10) -> DetectResult:
         notes=notes,
         metrics_match_rate=sum(metrics) / len(metrics) if metrics else None,
         steps=pl.concat([r.steps for r in results], how="diagonal_relaxed"),
+        critical=pl.concat([r.critical for r in results], how="diagonal_relaxed"),
     )

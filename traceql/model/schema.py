@@ -93,6 +93,9 @@ RANK_SUMMARY: dict[str, pl.DataType] = {
 # ... one row per normal step of each rank ...
 STEP_COST: dict[str, pl.DataType] = {"run_id": STR, "rank": I32, "step": I32, "gpu_ns": I64, "cases": I64,
                                       "time_lost_ns": I64}
+# ... what the cases cost on the critical path of each run's normal steps (the first captured one left out):
+# the steps' replayed time less their time without the cases, summed; the time the cases lost in those steps ...
+CRITICAL: dict[str, pl.DataType] = {"run_id": STR, "steps": I64, "critical_ns": I64, "lost_ns": I64}
 # ... and the slowed signatures by time lost.
 TOP_SIGNATURES: dict[str, pl.DataType] = {
     "run_id": STR, "signature": STR, "short_name": STR, "name": STR, "cases": I64, "instances": I64,
