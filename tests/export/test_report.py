@@ -55,12 +55,14 @@ def test_report_of_the_embedded_example(invoke, tmp_path: Path) -> None:
     assert "wrote" in result.stderr and "step 1 drawn" in result.stderr
     seen = render(out, tmp_path / "report-embedded.png")
     assert seen["errors"] == [] and seen["requests"] == []  # everything inline: not one request left the file
-    assert seen["plots"] == 4 and seen["svgs"] >= 4
+    assert seen["plots"] == 5 and seen["svgs"] >= 5
     cases = detect(DDP_TRACE, baseline=[SINGLE_TRACE]).kernels
     in_step = cases.filter((cases["step"] == 1) & cases["is_slowdown"]).height
     assert seen["red"] == in_step > 20  # one red bar per slowed kernel of the step drawn
     assert seen["bars"] > 1000
     assert "Top slowed kernels" in seen["text"] and "Kernel2 [cutlass_80_simt_sgemm" in seen["text"]
+    assert "What if: each cause's cost in step time" in seen["text"]
+    assert "gpt2-nsys: overlap saves " in seen["text"] and "no straggler." in seen["text"]
 
 
 def test_report_of_a_four_rank_run(invoke, tmp_path: Path) -> None:
@@ -70,6 +72,16 @@ def test_report_of_a_four_rank_run(invoke, tmp_path: Path) -> None:
     assert seen["errors"] == []
     assert all(f"gpt2-4rank-nsys rank {r}" in seen["text"] for r in range(4))
     assert seen["red"] > 0 and "Timeline of step 3 (the step asked for)" in seen["text"]
+
+
+def test_report_prices_the_straggler(invoke, tmp_path: Path) -> None:
+    from traceql.commands.whatif import whatif
+
+    out = tmp_path / "straggler.html"
+    assert invoke("report", RUNS / "gpt2-straggler-nsys", "-o", out).exit_code == 0
+    seen = render(out, tmp_path / "report-straggler.png")
+    assert seen["errors"] == []
+    assert f"gpt2-straggler-nsys: {whatif(RUNS / 'gpt2-straggler-nsys').runs[0].text}." in seen["text"]
 
 
 def test_report_of_a_dataset(invoke, tmp_path: Path) -> None:

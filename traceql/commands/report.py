@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +17,10 @@ from traceql.export.html import figure, frame_table, page, table
 from traceql.labelling import options
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.replayed import replayed, verdict
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
+from traceql.labelling.steps import run_steps
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
@@ -78,12 +81,30 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
         sections.append(("Slowdown ratios", figure(figures.ratio_histogram(ratios, threshold))))
     if cost.height:
         sections.append(("Time lost per step", figure(figures.lost_per_step(cost))))
+        sections.append(("What if: each cause's cost in step time", _whatif(timeline, result)))
     if result.ranks.height:
         sections.append(("Time breakdown", figure(figures.rank_breakdown(result.ranks))))
     subtitle = (f"{result.source.sentence} · {result.cases():,} slowdown cases among {k.height:,} compute "
                 f"kernels · time lost {result.time_lost_ns() / 1e6:,.3f} ms over all ranks")
     runs = ", ".join(timeline.kernels["run_id"].unique(maintain_order=True).to_list())
     return page(f"Slowdown report: {runs}", subtitle, sections, result.notes), drawn
+
+
+def _whatif(timeline: Timeline, result: DetectResult) -> str:
+    """The steps replayed as they ran and without each cause (`traceql whatif`), and each run's verdict."""
+    ranked = run_steps(timeline, result)
+    done = ranked.replayed or replayed(timeline, result)
+    verdicts = []
+    for run_id in done.steps["run_id"].unique(maintain_order=True).to_list():
+        mine = done.steps.filter(pl.col("run_id") == run_id)
+        ranks = timeline.ranks.filter(pl.col("run_id") == run_id).height
+        comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
+        v = verdict(run_id, mine, ranks, comm)
+        verdicts.append(f"<p><b>{html.escape(run_id)}</b>: {html.escape(v.text)}.</p>")
+    return (figure(figures.whatif_steps(done.steps)) + "".join(verdicts)
+            + "<p class='note'>A replay of the run from what each GPU activity and CPU launch waited for; each "
+              "what-if replays one step at a time, the rest as it ran. * the first captured step: shown, not "
+              "judged.</p>")
 
 
 def _rank_table(result: DetectResult) -> str:

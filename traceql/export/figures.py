@@ -84,6 +84,23 @@ def lost_per_step(cost: pl.DataFrame) -> go.Figure:
     return _layout(fig, 340, barmode="stack", yaxis_title="ms lost (sum over ranks)")
 
 
+WHATIF = {"replayed_ns": ("as it ran (replayed)", "#7f9fbf"),
+          "without_contention_ns": ("without contention", "#2ca02c"),
+          "without_straggler_ns": ("without the straggler", "#9467bd"),
+          "serialized_ns": ("communication serialized", "#ff9f1c")}
+
+
+def whatif_steps(steps: pl.DataFrame) -> go.Figure:
+    """Per step: its time as replayed, without the slowdown cases, without its straggler, serialized."""
+    runs = steps["run_id"].n_unique() > 1
+    labels = [f"{r} step {s}{'*' if f else ''}" if runs else f"step {s}{'*' if f else ''}"
+              for r, s, f in steps.select("run_id", "step", "first").rows()]
+    fig = go.Figure()
+    for col, (name, colour) in WHATIF.items():
+        fig.add_trace(go.Bar(x=labels, y=(steps[col] / 1e6).to_list(), name=name, marker={"color": colour}))
+    return _layout(fig, 360, barmode="group", yaxis_title="ms a step (* the first captured)")
+
+
 def dataset_cases(summary: pl.DataFrame) -> go.Figure:
     """Cases and time lost per model and configuration of a dataset."""
     labels = [f"{m} {c}" for m, c in summary.select("model", "config").rows()]
