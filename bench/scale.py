@@ -4,6 +4,7 @@ with a bare scan of the same kernel tables.
     python bench/scale.py                       # 32 ranks (11.7 M kernels) and 1.9 M (about 5 min on 2 cores)
     python bench/scale.py --sizes 1.9 10 --one  # and 10 M, + one export of each size (several GB of disk)
     python bench/scale.py --hta /path/to/python # + HTA 0.5.0 (installed in that interpreter) on Kineto
+    python bench/scale.py --ranks 0 --sizes 0.5 1 --whatif   # `whatif` beside `detect` on the same run
 
 The shipped traces (``datasets/``) are repeated with time shifts (``bench/scaled.py``) into a temp folder:
 the two-rank GPT-2 DDP run (single-trace labels: ``detector``) and its isolated run (``baseline``), the run
@@ -127,7 +128,7 @@ def scans(files: list[Path]) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def nsys_size(millions: float, tmp: Path, one: bool) -> None:
+def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> None:
     per_copy = kernels_per_copy(RUNS["detector"][0])
     copies = max(1, round(millions * 1e6 / per_copy))
     runs = {}
@@ -146,7 +147,12 @@ def nsys_size(millions: float, tmp: Path, one: bool) -> None:
     row("traceql info", *measure([*TRACEQL, "info", str(main[0].parent)]), bare)
     for source, (files, iso) in runs.items():
         args = [str(files[0].parent)] + (["--baseline", str(iso[0].parent)] if iso else [])
-        row(f"traceql detect ({source})", *measure([*TRACEQL, "detect", *args]), bare)
+        detect_row = measure([*TRACEQL, "detect", *args])
+        row(f"traceql detect ({source})", *detect_row, bare)
+        if whatif and source == "detector":
+            wall, peak = measure([*TRACEQL, "whatif", *args])
+            row("traceql whatif", wall, peak, bare)
+            print(f"{'  whatif / detect':32s} {wall / detect_row[0]:8.2f}x", flush=True)
     if single:
         warm(single)
         header(f"one export: rank 0 x {2 * copies} ({kernels_per_copy(single):,} kernels)")
@@ -203,13 +209,14 @@ def main() -> None:
     ap.add_argument("--kineto-copies", type=int, default=13, help="repeats of the Kineto run (0: skip; 13: 2 x 141 MB)")
     ap.add_argument("--hta", help="a Python interpreter with holistictraceanalysis 0.5.0 installed")
     ap.add_argument("--keep", type=Path, help="build (and reuse) the traces in this folder")
+    ap.add_argument("--whatif", action="store_true", help="also `traceql whatif` of the detector's run, x detect")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="traceql-scale-")) if args.keep is None else args.keep
     try:
         if args.ranks:
             ranks(args.ranks, args.rank_millions, tmp)
         for size in args.sizes:
-            nsys_size(size, tmp, args.one)
+            nsys_size(size, tmp, args.one, args.whatif)
         if args.kineto_copies:
             kineto(args.kineto_copies, tmp, args.hta)
     finally:

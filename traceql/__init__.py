@@ -6,6 +6,7 @@
     >>> result = traceql.detect("ddp.sqlite", baseline=["single_gpu.sqlite"])
     >>> traceql.ranks("runs/gpt2-nsys").stragglers       # the rank the others waited for, step by step
     >>> traceql.diff("before.sqlite", "after.sqlite").verdict
+    >>> traceql.whatif("runs/gpt2-nsys").runs[0].text      # what each cause costs in step time
 
 Every command is a function of ``traceql.commands.<command>``; the names here are the common ones. The
 analysis modules load on first use, so ``traceql collect`` runs where only torch is installed.
@@ -36,6 +37,8 @@ __all__ = [
     "read_trace",
     "solve",
     "trace_info",
+    "whatif",
+    "WhatIfResult",
 ]
 __version__ = "0.1.0"
 
@@ -43,7 +46,8 @@ _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": 
          "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling.result",
          "SlowdownDetector": "traceql.analyzers.detection.detector", "Dataset": "traceql.dataset.store",
          "ranks": "traceql.commands.ranks", "RanksResult": "traceql.commands.ranks",
-         "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff", "solve": "traceql.commands.solve"}
+         "diff": "traceql.commands.diff", "DiffResult": "traceql.commands.diff", "solve": "traceql.commands.solve",
+         "whatif": "traceql.commands.whatif", "WhatIfResult": "traceql.commands.whatif"}
 
 
 def __getattr__(name: str) -> Any:

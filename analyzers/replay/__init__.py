@@ -44,11 +44,12 @@ class WhatIf:
 
 def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
           baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None,
-          ways: tuple[str, ...] = tuple(WAYS)) -> WhatIf:
+          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True) -> WhatIf:
     """One row per normal step of each run of ``ops`` (activities: ``graph.OP_COLUMNS``, on each run's common
     clock; ``cases``/``baseline``, aligned with ``ops``: whether each is a slowdown case and its baseline in
     ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
-    replay (of :data:`WAYS`; the others' columns are null)."""
+    replay (of :data:`WAYS`; the others' columns are null). Without ``replay_trace``, the steps as replayed
+    are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it)."""
     ops = ops.with_columns(
         (cases if cases is not None else pl.Series([False] * ops.height)).alias("_case"),
         (baseline if baseline is not None else pl.Series([None] * ops.height, dtype=pl.Float64)).alias("_base"))
@@ -57,19 +58,33 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     base = rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     named = stragglers if stragglers is not None else pl.DataFrame(schema={"run_id": pl.String, "step": pl.Int32,
                                                                            "rank": pl.Int32})
-    make: dict[str, Callable[[], Graph]] = {
-        "without_straggler_ns": lambda: scenarios.without_stragglers(rg, named),
-        "without_contention_ns": lambda: scenarios.without_contention(rg, is_case, base),
-        "serialized_ns": lambda: scenarios.serialized(rg, is_case, base),
-    }
-    whole = replay(rg.graph)
     part = _parts(rg)
-    done = {"replayed_ns": whole, **{name: replay(make[name](), part, whole) for name in ways if name in make}}
+    # each what-if, and the steps it changes (the others are as replayed)
+    make: dict[str, Callable[[], tuple[Graph, np.ndarray | None]]] = {
+        "without_straggler_ns": lambda: (scenarios.without_stragglers(rg, named), _steps_of(rg, part, named)),
+        "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
+                                          np.unique(part[:rg.n_ops][is_case])),
+        "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base), None),
+    }
+    whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
+    done = {"replayed_ns": whole}
+    for name in ways:
+        if name in make:
+            graph, changed = make[name]()
+            done[name] = replay(graph, part, whole, only=changed)
     frame = _spans(rg, done, is_case).with_columns(pl.lit(None, pl.Int64).alias(k) for k in WAYS if k not in done)
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
     return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops)
+
+
+def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:
+    """The parts (:func:`_parts`) of the steps ``named``: where they had a straggler."""
+    held = named.select("run_id", pl.col("step").cast(pl.Int32)).to_struct().implode()
+    keys = rg.ops.select((pl.struct("run_id", "step").is_in(held) & (pl.col("step_kind") == "sync"))
+                         .fill_null(False)).to_series().to_numpy()
+    return np.unique(part[:rg.n_ops][keys])
 
 
 def _parts(rg: RunGraph) -> np.ndarray:

@@ -34,6 +34,10 @@ class Graph:
     group: np.ndarray
     tail: np.ndarray
     order: np.ndarray
+    # where known, each node's lane (its rank) and its place in an order of its lane that puts every predecessor
+    # of its own lane first (where the trace's order does not do that for the graph: a what-if's)
+    lane: np.ndarray | None = None
+    lane_place: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -47,51 +51,209 @@ class Replayed:
     forced: int  # nodes released to break a cycle (0 for a graph without one)
 
 
-def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = None) -> Replayed:
+BATCH = 250_000  # nodes replayed at once, where parts let them be taken apart (their lists: about 100 B a node)
+
+
+def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = None,
+           only: np.ndarray | None = None) -> Replayed:
     """Every node's start and end (module doc). With ``part`` (per node; -1: not replayed) and ``fixed`` (a
     replay of the same nodes), each part is replayed on its own: a node's predecessors in another part (or in
-    none) count with their ``fixed`` end, and a node in none keeps its ``fixed`` times."""
+    none) count with their ``fixed`` end, and a node in none keeps its ``fixed`` times; ``only``: the parts to
+    replay (the others keep their ``fixed`` times too). Parts are replayed :data:`BATCH` nodes at a time."""
     n = g.n
-    part_l = [0] * n if part is None else part.tolist()
-    fixed_start = [0] * n if fixed is None else fixed.start.tolist()
-    fixed_end = [0] * n if fixed is None else fixed.end.tolist()
-    base, dur, group, tail = g.base.tolist(), g.dur.tolist(), g.group.tolist(), g.tail.tolist()
-    ptr, idx, lag = g.pred_ptr.tolist(), g.pred_idx.tolist(), g.pred_lag.tolist()
-    succ_ptr, succ_idx = _successors(g)
-    succ_ptr_l, succ_idx_l = succ_ptr.tolist(), succ_idx.tolist()
-    live = [part_l[idx[k]] == part_l[i] for i in range(n) for k in range(ptr[i], ptr[i + 1])]
-    waiting = [0] * n  # predecessors of its own part not yet ended
-    for i in range(n):
-        waiting[i] = sum(live[ptr[i]:ptr[i + 1]])
+    part = np.zeros(n, np.int64) if part is None else part
+    active = part >= 0
+    if only is not None:
+        active &= np.isin(part, only)
+    start = np.zeros(n, np.int64) if fixed is None else fixed.start.copy()
+    end = np.zeros(n, np.int64) if fixed is None else fixed.end.copy()
+    forced = 0
+    for batch in _batches(part, active):
+        forced += _replay_nodes(g, part, batch, start, end, fixed is not None)
+    return Replayed(start, end, forced)
+
+
+def _batches(part: np.ndarray, active: np.ndarray) -> list[np.ndarray]:
+    """The active nodes, whole parts together, about :data:`BATCH` nodes a batch."""
+    nodes = np.flatnonzero(active)
+    if len(nodes) <= BATCH:
+        return [nodes] if len(nodes) else []
+    nodes = nodes[np.argsort(part[nodes], kind="stable")]
+    cuts = np.flatnonzero(np.diff(part[nodes])) + 1  # where a part begins
+    out, lo = [], 0
+    for c in [*cuts.tolist(), len(nodes)]:
+        if c - lo >= BATCH or c == len(nodes):
+            out.append(np.sort(nodes[lo:c]))
+            lo = c
+    return out
+
+
+def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarray, end: np.ndarray,
+                  has_fixed: bool) -> int:
+    """Replay ``nodes`` (whole parts), their other predecessors at ``end`` as given; ``start``/``end`` updated in
+    place; the nodes released to break a cycle."""
+    n = g.n
+    local = np.full(n, -1, np.int64)
+    local[nodes] = np.arange(len(nodes))
+    # the edges into replayed nodes: live (from a node replayed in the same part) or fixed (folded in now)
+    counts = np.diff(g.pred_ptr)[nodes]
+    edge = np.repeat(g.pred_ptr[nodes], counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts,
+                                                                                        counts))
+    owner = np.repeat(np.arange(len(nodes)), counts)
+    pred, lag = g.pred_idx[edge], g.pred_lag[edge]
+    live = (local[pred] >= 0) & (part[pred] == part[nodes[owner]])
+    floor = g.base[nodes].copy()
+    dead = ~live
+    if has_fixed and dead.any():
+        np.maximum.at(floor, owner[dead], end[pred[dead]] + lag[dead])
+    src, dst, lag_l = local[pred[live]], owner[live], lag[live]
+    order = np.argsort(dst, kind="stable")
+    in_ptr = np.zeros(len(nodes) + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=len(nodes)), out=in_ptr[1:])
+    by_src = np.argsort(src, kind="stable")
+    out_ptr = np.zeros(len(nodes) + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=len(nodes)), out=out_ptr[1:])
+    trace_order = local[g.order[local[g.order] >= 0]]
+    group = g.group[nodes]
+    lists = (floor.tolist(), g.dur[nodes].tolist(), group.tolist(), g.tail[nodes].tolist(), in_ptr.tolist(),
+             src[order].tolist(), lag_l[order].tolist())
+    got = None
+    if _in_order(trace_order, src, dst, group):
+        got = _in_trace_order(*lists, trace_order.tolist())
+    elif g.lane is not None and g.lane_place is not None:
+        by_lane = np.lexsort((g.lane_place[nodes], g.lane[nodes]))
+        cuts = np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1
+        got = _by_lanes(*lists, [part_.tolist() for part_ in np.split(by_lane, cuts)])
+    if got is not None:
+        got_start, got_end = got
+        forced = 0
+    else:
+        got_start, got_end, forced = _kahn(
+            floor.tolist(), g.dur[nodes].tolist(), group.tolist(), g.tail[nodes].tolist(), in_ptr.tolist(),
+            src[order].tolist(), lag_l[order].tolist(), out_ptr.tolist(), dst[by_src].tolist(), trace_order.tolist())
+    start[nodes], end[nodes] = got_start, got_end
+    return forced
+
+
+def _in_order(trace_order: np.ndarray, src: np.ndarray, dst: np.ndarray, group: np.ndarray) -> bool:
+    """Whether the order the nodes started in the trace puts every predecessor first, and every member of a
+    collective before anything that follows one of them (then the pass can take the nodes in that order)."""
+    pos = np.empty(len(trace_order), np.int64)
+    pos[trace_order] = np.arange(len(trace_order))
+    if (pos[src] >= pos[dst]).any():
+        return False
+    members = np.flatnonzero(group >= 0)
+    if not len(members) or not len(src):
+        return True
+    last = np.full(group.max() + 1, -1, np.int64)
+    np.maximum.at(last, group[members], pos[members])
+    from_member = group[src] >= 0
+    return not (pos[dst[from_member]] <= last[group[src[from_member]]]).any()
+
+
+def _in_trace_order(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
+                    order: list) -> tuple[list, list]:
+    """The longest-path pass over the nodes in the order they started in the trace (:func:`_in_order` holds)."""
+    m = len(floor)
+    start, end = [0] * m, [0] * m
+    left: dict[int, int] = {}
     members: dict[int, list[int]] = {}
     for i, grp in enumerate(group):
-        if grp >= 0 and part_l[i] >= 0:
+        if grp >= 0:
             members.setdefault(grp, []).append(i)
-    to_start = {grp: len(m) for grp, m in members.items()}
-    start, end = list(fixed_start), list(fixed_end)
-    active = [p >= 0 for p in part_l]
-    started, done = [not a for a in active], [not a for a in active]
-    ready = [i for i in range(n) if active[i] and waiting[i] == 0]
-    forced, cursor = 0, 0
-    order = g.order.tolist()
+            left[grp] = left.get(grp, 0) + 1
+    for i in order:
+        t = floor[i]
+        for k in range(in_ptr[i], in_ptr[i + 1]):
+            v = end[in_src[k]] + in_lag[k]
+            if v > t:
+                t = v
+        start[i] = t
+        grp = group[i]
+        if grp < 0:
+            end[i] = t + dur[i]
+        else:
+            left[grp] -= 1
+            if not left[grp]:
+                mine = members[grp]
+                last = max(start[j] for j in mine)
+                for j in mine:
+                    end[j] = max(start[j], last + tail[j])
+    return start, end
 
-    def release(i: int) -> None:
-        done[i] = True
-        for s in succ_idx_l[succ_ptr_l[i]:succ_ptr_l[i + 1]]:
-            if part_l[s] == part_l[i]:
-                waiting[s] -= 1
-                if waiting[s] == 0:
-                    ready.append(s)
 
-    def finish_group(grp: int) -> None:
-        last = max(start[m] for m in members[grp])
-        for m in members[grp]:
-            end[m] = max(start[m], last + tail[m])
-        for m in members[grp]:
-            release(m)
+def _by_lanes(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
+              lanes: list[list[int]]) -> tuple[list, list] | None:
+    """The longest-path pass a lane at a time, each in its own order (``Graph.lane_place``), going on to the
+    next lane where one waits for a collective whose members on other lanes have not started; None if every
+    lane waits (a cycle)."""
+    m = len(floor)
+    start, end, done = [0] * m, [0] * m, [False] * m
+    left: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for i, grp in enumerate(group):
+        if grp >= 0:
+            members.setdefault(grp, []).append(i)
+            left[grp] = left.get(grp, 0) + 1
+    cursors = [0] * len(lanes)
+    moved = True
+    while moved:
+        moved = False
+        for li, lane in enumerate(lanes):
+            c, size = cursors[li], len(lane)
+            while c < size:
+                i = lane[c]
+                t = floor[i]
+                ready = True
+                for k in range(in_ptr[i], in_ptr[i + 1]):
+                    p = in_src[k]
+                    if not done[p]:
+                        ready = False
+                        break
+                    v = end[p] + in_lag[k]
+                    if v > t:
+                        t = v
+                if not ready:
+                    break
+                start[i] = t
+                c += 1
+                grp = group[i]
+                if grp < 0:
+                    end[i] = t + dur[i]
+                    done[i] = True
+                else:
+                    left[grp] -= 1
+                    if not left[grp]:
+                        mine = members[grp]
+                        last = max(start[j] for j in mine)
+                        for j in mine:
+                            end[j] = max(start[j], last + tail[j])
+                            done[j] = True
+            if c != cursors[li]:
+                cursors[li], moved = c, True
+    if any(c < len(lane) for c, lane in zip(cursors, lanes, strict=True)):
+        return None
+    return start, end
 
-    remaining = sum(active)
-    while remaining:
+
+def _kahn(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
+          out_ptr: list, out_dst: list, order: list) -> tuple[list, list, int]:
+    """The longest-path pass over ``m`` nodes (local numbering) in dependency order (Kahn's algorithm): each
+    starts at ``floor`` or its predecessors' ends plus lags, whichever is latest."""
+    m = len(floor)
+    waiting = [in_ptr[i + 1] - in_ptr[i] for i in range(m)]
+    start, end = [0] * m, [0] * m
+    started, done = [False] * m, [False] * m
+    members: dict[int, list[int]] = {}
+    for i, grp in enumerate(group):
+        if grp >= 0:
+            members.setdefault(grp, []).append(i)
+    to_start = {grp: len(v) for grp, v in members.items()}
+    ready = [i for i in range(m) if not waiting[i]]
+    released: list[int] = []
+    forced = cursor = 0
+    left = m
+    while left:
         if not ready:  # a cycle: the earliest node in the trace not yet started goes first
             while started[order[cursor]]:
                 cursor += 1
@@ -100,38 +262,39 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
         i = ready.pop()
         if started[i]:
             continue
-        t = base[i]
-        for k in range(ptr[i], ptr[i + 1]):
-            p = idx[k]
-            if not live[k]:
-                t = max(t, fixed_end[p] + lag[k])
-            elif done[p]:
-                t = max(t, end[p] + lag[k])
-        start[i], started[i] = t, True
-        remaining -= 1
+        t = floor[i]
+        for k in range(in_ptr[i], in_ptr[i + 1]):
+            p = in_src[k]
+            if done[p]:
+                v = end[p] + in_lag[k]
+                if v > t:
+                    t = v
+        start[i] = t
+        started[i] = True
+        left -= 1
         grp = group[i]
-        if grp < 0 or part_l[i] < 0:
+        if grp < 0:
             end[i] = t + dur[i]
-            release(i)
+            released.append(i)
         else:
             to_start[grp] -= 1
-            if to_start[grp] == 0:
-                finish_group(grp)
-    # members of a collective held back by a cycle: ended with what started
-    for grp, left in to_start.items():
-        if left > 0:
-            for m in members[grp]:
-                if not done[m]:
-                    end[m] = start[m] + dur[m]
-    return Replayed(np.asarray(start, np.int64), np.asarray(end, np.int64), forced)
-
-
-def _successors(g: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR of each node's successors (the nodes that list it as a predecessor)."""
-    counts = np.diff(g.pred_ptr)
-    owner = np.repeat(np.arange(g.n), counts)
-    order = np.argsort(g.pred_idx, kind="stable")
-    succ_idx = owner[order]
-    succ_ptr = np.zeros(g.n + 1, np.int64)
-    np.cumsum(np.bincount(g.pred_idx, minlength=g.n), out=succ_ptr[1:])
-    return succ_ptr, succ_idx
+            if not to_start[grp]:
+                mine = members[grp]
+                last = max(start[j] for j in mine)
+                for j in mine:
+                    end[j] = max(start[j], last + tail[j])
+                released += mine
+        while released:
+            j = released.pop()
+            done[j] = True
+            for k in range(out_ptr[j], out_ptr[j + 1]):
+                s = out_dst[k]
+                waiting[s] -= 1
+                if not waiting[s]:
+                    ready.append(s)
+    for grp, missing in to_start.items():  # members of a collective held back by a cycle: as they started
+        if missing:
+            for j in members[grp]:
+                if not done[j]:
+                    end[j] = start[j] + dur[j]
+    return start, end, forced

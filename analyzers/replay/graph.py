@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.replay.engine import NEVER, Graph
+from traceql.analyzers.replay.engine import NEVER, Graph, Replayed
 
 EXPLAINED_NS = 5_000  # an activity that started this soon after its latest known constraint is explained by it
 INFERRED_NS = 20_000  # an unexplained start this soon after another stream's end depends on that end
@@ -66,6 +66,7 @@ class RunGraph:
     recorded: int
     inferred: int
     unexplained: int  # activities that began more than INFERRED_NS after anything explains (they keep that gap)
+    measured: Replayed  # every node's times as the trace has them
 
 
 def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
@@ -125,7 +126,7 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     graph.group = np.r_[group, np.full(m, -1, np.int64)]
     graph.tail = np.r_[tail, np.zeros(m, np.int64)]
     return RunGraph(graph, ops, n, kind[order], launch_op, launch_of, len(rec_node), len(inf_node),
-                    int((start - explained > INFERRED_NS).sum()))
+                    int((start - explained > INFERRED_NS).sum()), Replayed(all_start, all_end, 0))
 
 
 def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:

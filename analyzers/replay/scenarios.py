@@ -103,4 +103,15 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
     o = np.lexsort((all_pred, all_node))
     ptr = np.zeros(g.n + 1, np.int64)
     np.cumsum(np.bincount(all_node, minlength=g.n), out=ptr[1:])
-    return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o])
+    # a rank's calls in order, each launch before the activity it launched: every predecessor first
+    lane = np.zeros(g.n, np.int64)
+    place = np.full(g.n, -1, np.int64)
+    if n < g.n:
+        rank_of = rg.ops.select(pl.struct("run_id", "rank").rank("dense").cast(pl.Int64)).to_series().to_numpy()
+        calls = np.arange(len(launched))
+        lane[:n], lane[n:] = rank_of, rank_of[launched]
+        place[n:], place[launched] = 2 * calls, 2 * calls + 1
+    unlaunched = place[:n] < 0
+    if unlaunched.any():  # an activity no call launched: no such order is known
+        return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o])
+    return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o], lane=lane, lane_place=place)

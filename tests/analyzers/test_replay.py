@@ -105,6 +105,9 @@ def test_a_collective_joins_its_ranks_and_the_straggler_s_cost_is_its_delay() ->
     # ranks end it 5 µs later, at 16, and the step at 26: the straggler cost 29 µs
     assert row["without_straggler_ns"] == 26_000
     assert row["straggler_rank"] == 1
+    # nothing overlapped: serialized, the step is as it ran (each rank's all-reduce after its computation, the
+    # computation after it, the two ranks joined at the all-reduce)
+    assert row["serialized_ns"] == 55_000
 
 
 def test_the_cpu_blocked_on_the_gpu_goes_on_when_the_gpu_is_done() -> None:

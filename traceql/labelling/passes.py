@@ -42,7 +42,8 @@ from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
 WARM = ("traceql.analyzers.detection.detector",)
-# the most GPU activities of a run replayed at once (`detect`'s critical path): about 100 bytes each
+# the most GPU activities of a run `detect` replays for its critical path (a replay holds about 600 bytes an
+# activity, and takes about 5 s a million here): a larger run is left to `traceql whatif`
 REPLAY_ACTIVITIES = 2_000_000
 
 

@@ -67,11 +67,12 @@ def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
-              ways: tuple[str, ...] = tuple(replay.WAYS)) -> replay.WhatIf:
+              ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True) -> replay.WhatIf:
     """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways``."""
     ops = on_clock(ops)
     named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
-    return replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named, ways=ways)
+    return replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named, ways=ways,
+                        replay_trace=replay_trace)
 
 
 def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:
@@ -84,7 +85,7 @@ def critical_path(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFr
     """Per run of ``ops`` (:func:`with_cases`), what its slowdown cases cost on the critical path
     (``schema.CRITICAL``): its normal steps' replayed time less their time without the cases, summed (the
     first captured step left out), and the time they lost in those steps (``lost``: `detect`'s steps)."""
-    done = replay_of(ops, waits, ways=("without_contention_ns",)).steps.filter(~pl.col("first"))
+    done = replay_of(ops, waits, ways=("without_contention_ns",), replay_trace=False).steps.filter(~pl.col("first"))
     per_run = done.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("steps"), (
         pl.col("replayed_ns") - pl.col("without_contention_ns")).sum().alias("critical_ns"))
     in_steps = lost.join(done.select("run_id", "step"), on=["run_id", "step"]).group_by("run_id").agg(
