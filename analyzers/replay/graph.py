@@ -9,7 +9,8 @@ one. An activity waits for:
   recorded on another: the work launched on that stream before the record; ``waits``);
 - where none of those explains when it started (it started more than :data:`EXPLAINED_NS` after the latest of
   them), the activity of another stream of its rank that ended last before it started, if it ended within
-  :data:`INFERRED_NS` of that start (an inferred dependency: an event wait the trace did not record).
+  :data:`INFERRED_NS` of that start and was launched before it (an inferred dependency: an event wait the
+  trace did not record).
 
 A launch call waits for the rank's previous launch call (the CPU runs in order) and, where the CPU sat idle
 more than :data:`BLOCKED_GAP_NS` before it while the GPU still ran what the rank had launched, and resumed
@@ -116,7 +117,7 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     all_start, all_end = np.r_[start, l_time], np.r_[end, l_time]
     node, pred, lag = (np.concatenate([e[i] for e in edges]) for i in range(3))
     latest = _latest(n + m, node, all_end[pred] + np.minimum(lag, all_start[node] - all_end[pred]))[:n]
-    inf_node, inf_pred = _inferred(start, end, latest, rank_key, stream_key)
+    inf_node, inf_pred = _inferred(start, end, latest, rank_key, stream_key, corr)
     add(inf_node, inf_pred, 0, INFERRED)
     node, pred, lag = (np.concatenate([e[i] for e in edges]) for i in range(3))
     kind = np.concatenate([np.full(len(e[0]), e[3], np.int8) for e in edges])
@@ -236,8 +237,10 @@ def _blocked_on(launch_op: np.ndarray, l_time: np.ndarray, l_rank: np.ndarray, c
 
 
 def _inferred(start: np.ndarray, end: np.ndarray, latest: np.ndarray, rank_key: np.ndarray,
-              stream_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges to activities whose start no known constraint explains (module doc)."""
+              stream_key: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges to activities whose start no known constraint explains (module doc): only to an activity launched
+    before it (``corr``, the launch calls' numbers; 0 unknown), as a stream can wait only for work given
+    before the wait."""
     ask = np.flatnonzero(start - latest > EXPLAINED_NS)
     if not len(ask):
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -254,6 +257,7 @@ def _inferred(start: np.ndarray, end: np.ndarray, latest: np.ndarray, rank_key: 
         jj = np.where(ok, j, 0)
         found = others[jj]
         near = ok & (start[mine] - end[found] <= INFERRED_NS) & (end[found] > latest[mine])
+        near &= (corr[found] < corr[mine]) | (corr[found] == 0) | (corr[mine] == 0)
         nodes.append(mine[near])
         preds.append(found[near])
     if not nodes:
