@@ -23,11 +23,19 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from traceql.analyzers import threads
 from traceql.errors import TraceqlError
 
 HELPER_BYTES_ENV = "TRACEQL_HELPER_BYTES"
 HELPER_BYTES = 32 * 2**20
+
+
+def _cores() -> int:
+    """The cores this process's work may use: ``$OMP_NUM_THREADS`` where set (a worker's share), else the cores
+    it may run on."""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def helper_bytes() -> int:
@@ -99,7 +107,7 @@ class Helpers:
 
     def __init__(self, jobs: list[tuple[Path, bool]], *, helpers: int | None = None) -> None:
         self.jobs = dict(jobs)
-        n = max(0, (threads() - 1) if helpers is None else helpers)
+        n = max(0, (_cores() - 1) if helpers is None else helpers)
         large = [(p, c) for p, c in jobs if _size(p) >= helper_bytes()]
         mine = large[::n + 1] if n else large  # this process takes the first, then every (n+1)-th
         shares = [[j for j in large if j not in mine][k::n] for k in range(n)] if n else []
