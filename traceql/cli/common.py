@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
+from traceql.cli.fit import FitTable, fold_name, plain_table  # noqa: F401 - plain_table: the style, for frames
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, OptionError, TraceqlError
 
 PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces ending a line (before any closing style code)
@@ -232,8 +231,12 @@ def emit_json(data: Any) -> None:
 
 
 def note(text: str) -> None:
-    """A line for the user on stderr (warnings, what was written)."""
-    sys.stderr.write(printable(text.rstrip("\n")) + "\n")
+    """A line for the user on stderr (warnings, what was written): on a terminal (or where ``COLUMNS`` is set)
+    folded to its width at the text's separators (``traceql.cli.fit``); piped, one line (one to grep)."""
+    text = printable(text.rstrip("\n"))
+    if sys.stderr.isatty() or os.environ.get("COLUMNS", "").strip():
+        text = fold_name(text, max(console.width, 40))
+    sys.stderr.write(text + "\n")
 
 
 def ms(ns: int | float | None) -> str:
@@ -246,23 +249,10 @@ def num_ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
-# A rule of ASCII dashes under the header and nothing else: two spaces between columns, one byte a
-# character (output read by other programs, or by tools that count bytes, stays within the width).
-PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
-
-
-def plain_table(title: str | None) -> Table:
-    """An empty table in the command line's one style (a dashed rule under the header, nothing else)."""
-    return Table(title=title, title_justify="left", title_style="bold", box=PLAIN, pad_edge=False,
-                 padding=(0, 1, 0, 0), show_edge=False)
-
-
 def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = (),
-          wrap: Collection[str] = ()) -> Table:
+          wrap: Collection[str] = (), keys: int = 1) -> FitTable:
     """A compact table with these columns, right-aligned except those in ``left``; the columns in ``wrap``
-    (names, paths) fold onto more lines where the width runs out, the others never wrap."""
-    out = plain_table(title)
-    for col in columns:
-        out.add_column(col, justify="left" if col in left or col in wrap else "right",
-                       overflow="fold" if col in wrap else "ellipsis", no_wrap=col not in wrap)
-    return out
+    (names, paths) fold onto more lines at their separators where the width runs out; numbers never wrap nor
+    are cut: where they cannot stand side by side, the table is shown in parts, its first ``keys`` columns
+    repeated (``traceql.cli.fit``)."""
+    return FitTable(title, columns, left=left, wrap=wrap, keys=keys)

@@ -93,7 +93,7 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
         rows = rows.filter(pl.col("step").is_in(longest["step"].head(limit).implode()))
         title = f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
     out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
-                        "lost"))
+                        "lost"), keys=2)
     for r in rows.sort("step", "rank").iter_rows(named=True):
         out.add_row(str(r["step"]), str(r["rank"]), *(_ms(r[c]) for c in (
             "cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "exposed_comm_ns")),
