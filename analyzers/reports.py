@@ -40,17 +40,22 @@ def step_cost(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFram
 
 
 def busiest_step(cost: pl.DataFrame) -> int | None:
-    """The normal step with the most time lost over all ranks (the earliest on a tie); None without steps."""
+    """The normal step with the most time lost over all ranks (the earliest on a tie), the first captured one
+    left out where there are others (each rank's capture began at its own moment: it is no normal step); None
+    without steps."""
     if cost.is_empty():
         return None
     per_step = cost.group_by("step").agg(pl.col("time_lost_ns").sum()).sort(["time_lost_ns", "step"],
                                                                            descending=[True, False])
-    return int(per_step["step"][0])
+    later = per_step.filter(pl.col("step") != per_step["step"].min())
+    return int((later if later.height else per_step)["step"][0])
 
 
-def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame, step: int) -> pl.DataFrame:
-    """Everything the normal step ``step`` launched, per rank, with times in ms from the rank's first start
-    in it: ``run_id, rank, stream, start_ms, duration_ms, category, name, ratio, baseline_ns, collective``."""
+def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame, step: int,
+                  offsets: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Everything the normal step ``step`` launched, per rank, with times in ms from the step's first start on
+    any rank of its run (on the run's common clock: ``offsets``, each rank's ``clock_offset_ns``): ``run_id,
+    rank, stream, start_ms, duration_ms, category, name, ratio, baseline_ns, collective``."""
     in_step = (pl.col("step") == step) & (pl.col("step_kind") == "sync")
     compute = labelled.filter(in_step).select(
         "run_id", "rank", "stream", "start_ns", "duration_ns",
@@ -66,7 +71,11 @@ def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.Data
         pl.col("copy_kind").alias("name"), pl.lit(None, pl.Float64).alias("ratio"),
         pl.lit(None, pl.Float64).alias("baseline_ns"), pl.lit(None, pl.String).alias("collective"))
     frame = pl.concat([compute, comm, memory], how="vertical_relaxed")
-    origin = pl.col("start_ns").min().over("run_id", "rank")
+    if offsets is not None:
+        frame = frame.join(offsets.select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left"
+                           ).with_columns(pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)
+                                          ).drop("clock_offset_ns")
+    origin = pl.col("start_ns").min().over("run_id")
     return frame.with_columns(((pl.col("start_ns") - origin) / 1e6).alias("start_ms"),
                               (pl.col("duration_ns") / 1e6).alias("duration_ms")).sort("run_id", "rank", "start_ns")
 

@@ -39,15 +39,31 @@ def main(
 ) -> None:
     """Trace analysis and slowdown detection for distributed PyTorch training."""
     common.configure(wide=wide, quiet=quiet)
-app.command()(info.info)
-app.command()(query.query)
-app.command()(detect.detect)
-app.command()(ranks.ranks)
-app.command()(whatif.whatif)
-app.command()(collect.collect)
-app.command()(report.report)
-app.command()(diff_cli.diff)
-app.command()(solve_cli.solve)
+# an example or two per command, under its --help (on shipped data, as the docs' examples)
+EXAMPLES = {
+    "info": ["traceql info", "traceql info run.sqlite --format json --top 20"],
+    "query": ['traceql query "SELECT rank, kind, count(*) FROM kernels GROUP BY ALL ORDER BY ALL"',
+              'traceql query run.sqlite "SELECT * FROM kernels" --output kernels.parquet'],
+    "detect": ["traceql detect", "traceql detect run.sqlite --baseline single.sqlite --out cases.parquet"],
+    "ranks": ["traceql ranks runs/my-run --steps 20"],
+    "whatif": ["traceql whatif runs/my-run --format json"],
+    "collect": ["traceql collect my_model/ --profiler nsys --out runs/my-run"],
+    "report": ["traceql report run.sqlite -o report.html --step 3"],
+    "diff": ["traceql diff before.sqlite after.sqlite --fail-above 3"],
+    "solve": ["traceql solve profiles/ --global-batch 64 --cluster cluster.json"],
+}
+
+
+def _epilog(name: str) -> str | None:
+    lines = EXAMPLES.get(name)
+    return None if lines is None else "Examples:\n\n" + "\n\n".join(f"  {line}" for line in lines)
+
+
+for _name, _function in (("info", info.info), ("query", query.query), ("detect", detect.detect),
+                         ("ranks", ranks.ranks), ("whatif", whatif.whatif), ("collect", collect.collect),
+                         ("report", report.report), ("diff", diff_cli.diff), ("solve", solve_cli.solve)):
+    # the docstring as one paragraph: typer keeps its line breaks, which break the help's own folding
+    app.command(_name, epilog=_epilog(_name), help=" ".join((_function.__doc__ or "").split()))(_function)
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(export.app, name="export")
 app.add_typer(profile_cli.app, name="profile")

@@ -21,6 +21,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from traceql.cli.fit import FitTable, fold_name, plain_table  # noqa: F401 - plain_table: the style, for frames
+from traceql.cli.placeholders import plain
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, OptionError, TraceqlError
 
 PADDING = re.compile(r" +(?=(?:\x1b\[[0-9;]*m)*\n)")  # spaces ending a line (before any closing style code)
@@ -71,6 +72,7 @@ class OneLineErrors(TyperGroup):
     def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         _settings["told"] = False
+        plain(self)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                                 **extra)
@@ -109,7 +111,8 @@ class Format(str, Enum):
 
 Files = Annotated[
     list[Path] | None,
-    typer.Argument(help="nsys SQLite exports or folders of them (default: the embedded example trace)",
+    typer.Argument(help="traces: Nsight Systems SQLite exports, torch.profiler JSON, Nsight Compute CSVs, run "
+                        "folders of traceql collect, or folders of them (default: the embedded example)",
                    show_default=False),
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="table or json")]

@@ -145,10 +145,14 @@ def _print_steps(steps: Any) -> None:
     if steps.is_empty():
         return
     per = steps.group_by("step").agg(pl.col("time_lost_ns").sum()).sort("step")
+    first = per["step"].min()
     shown = per if per.height <= 10 else per.sort("time_lost_ns", descending=True).head(5).sort("step")
     what = "per step" if per.height <= 10 else f"the 5 worst of {per.height} steps"
-    items = ", ".join(f"{s}: {num_ms(v)}" for s, v in shown.iter_rows())
+    items = ", ".join(f"{s}{'*' if s == first else ''}:{num_ms(v)}" for s, v in shown.iter_rows())
     console.print(f"ms lost {what} (over ranks): {items}")
+    if first in shown["step"].to_list():
+        console.print("*: the first captured step (each rank's capture began at its own moment): shown, not a "
+                      "normal step")
 
 
 def _print_top(top_signatures: Any) -> None:

@@ -83,37 +83,41 @@ class FitTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         natural = [self._natural(i) for i in range(len(self.columns))]
-        names = [i for i, c in enumerate(self.columns) if c in self.wrap]
-        fixed = sum(w + GAP for i, w in enumerate(natural) if i not in names) - GAP
-        room = width - fixed - GAP * len(names)
-        if sum(natural[i] for i in names) <= room or (names and room >= MIN_NAME * len(names)):
-            yield self._table(list(range(len(self.columns))), self._name_widths(names, natural, room))
+        least = [min(natural[i], max(MIN_NAME, len(c))) if c in self.wrap else natural[i]
+                 for i, c in enumerate(self.columns)]  # a name may fold down to this; a number never
+        if sum(least) + GAP * (len(least) - 1) <= width:
+            yield self._table(list(range(len(self.columns))), self._name_widths(natural, least, width))
             return
-        for part, cols in enumerate(self._parts(natural, width)):
+        for part, cols in enumerate(self._parts(least, width)):
             if self.title:  # above its part, as wide as the terminal (a part may be narrow)
                 yield Text(self.title if not part else f"{self.title} (continued)", style="bold")
-            yield self._table(cols, {i: natural[i] for i in names}, titled=False)
+            yield self._table(cols, self._name_widths(natural, least, width, cols), titled=False)
 
-    def _name_widths(self, names: list[int], natural: list[int], room: int) -> dict[int, int]:
-        """Each name column's width: its natural width where they all fit, else a share of the room left."""
+    def _name_widths(self, natural: list[int], least: list[int], width: int,
+                     cols: list[int] | None = None) -> dict[int, int]:
+        """Each name column's width among ``cols`` (all): its natural width where they fit, else a share of
+        the room the other columns leave (never below its least)."""
+        cols = list(range(len(self.columns))) if cols is None else cols
+        names = [i for i in cols if self.columns[i] in self.wrap]
+        room = width - sum(natural[i] + GAP for i in cols if i not in names) - GAP * len(names) + GAP
         if sum(natural[i] for i in names) <= room:
             return {i: natural[i] for i in names}
-        total = sum(natural[i] for i in names)
-        return {i: max(MIN_NAME, len(self.columns[i]), room * natural[i] // total) for i in names}
+        spare = room - sum(least[i] for i in names)
+        grow = sum(natural[i] - least[i] for i in names) or 1
+        return {i: least[i] + max(0, spare) * (natural[i] - least[i]) // grow for i in names}
 
-    def _parts(self, natural: list[int], width: int) -> Iterable[list[int]]:
+    def _parts(self, least: list[int], width: int) -> Iterable[list[int]]:
         """The columns in parts that each fit ``width``, the key columns at the head of each."""
         keys = list(range(min(self.keys, len(self.columns))))
-        head = sum(natural[i] + GAP for i in keys)
+        head = sum(least[i] + GAP for i in keys)
         part: list[int] = []
         used = head
         for i in range(len(keys), len(self.columns)):
-            w = min(natural[i], max(MIN_NAME, width - head - GAP)) if self.columns[i] in self.wrap else natural[i]
-            if part and used + w > width:
+            if part and used + least[i] > width:
                 yield keys + part
                 part, used = [], head
             part.append(i)
-            used += w + GAP
+            used += least[i] + GAP
         yield keys + part
 
     def _table(self, cols: list[int], name_width: dict[int, int], *, titled: bool = True) -> Table:

@@ -36,7 +36,7 @@ def _natural_width(df: pl.DataFrame) -> int:
     return total
 
 
-MAX_CELL = 1000  # characters of one value a table shows: a longer one is cut, saying how long it was
+MAX_CELL = 4096  # characters of one value a table shows: of a longer one, says how many more it holds
 
 
 def _cells(df: pl.DataFrame) -> pl.DataFrame:
@@ -50,7 +50,8 @@ def _cells(df: pl.DataFrame) -> pl.DataFrame:
             continue
         values = [None if v is None else str(v) for v in df[col].to_list()]
         out[col] = pl.Series(col, [v if v is None or len(v) <= MAX_CELL else
-                                   f"{v[:MAX_CELL]}… ({len(v):,} characters)" for v in values], pl.String)
+                                   f"{v[:MAX_CELL]} [and {len(v) - MAX_CELL:,} more characters: --format csv "
+                                   "or json shows all]" for v in values], pl.String)
     return pl.DataFrame(out)
 
 

@@ -52,7 +52,7 @@ def print_info(info: dict[str, Any]) -> None:
 
     ranks = table("Ranks and GPUs", ("run_id", "rank", "pid", "rank from", "devices", "GPU", "span ms",
                                      "kernels"), left={"rank from", "devices"}, wrap={"run_id", "GPU"})
-    gpu_names = {(g["run_id"], g["device"]): g["name"] or "unknown (no TARGET_INFO_GPU)" for g in info["gpus"]}
+    gpu_names = {(g["run_id"], g["device"]): g["name"] or "unknown (the trace names none)" for g in info["gpus"]}
     for r in info["ranks"]:
         devs = r["devices"] or []
         names = sorted({gpu_names.get((r["run_id"], d), "?") for d in devs})
@@ -84,7 +84,7 @@ def print_info(info: dict[str, Any]) -> None:
     top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total ms", "mean ms", "% time"),
                 left={"kind"}, wrap={"kernel"})
     for t in info["top_kernels"]:
-        top.add_row(escape(t["short_name"]), t["kind"], f"{t['count']:,}", num_ms(t["total_ns"]), num_ms(t["mean_ns"]),
+        top.add_row(escape(t["kernel"]), t["kind"], f"{t['count']:,}", num_ms(t["total_ns"]), num_ms(t["mean_ns"]),
                     f"{t['pct']:.2f}")
     console.print(top)
 

@@ -28,7 +28,8 @@ def query(
     out: Annotated[Path | None, typer.Option("--output", "-o", help="write the result to this file")] = None,
     limit: Annotated[int, typer.Option(help="rows shown in table format", min=1)] = 50,
 ) -> None:
-    """Run SQL over the normalized relations: runs, ranks, kernels, memcpy, nvtx, gpus."""
+    """Run SQL over the normalized model's relations: runs, ranks, kernels, memcpy, nvtx, steps, waits, gpus,
+    kernel_metrics, kernel_metric_units."""
     from traceql.commands.query import run_query
     from traceql.export.files import format_for, frame_bytes
 

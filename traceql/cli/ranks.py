@@ -45,8 +45,14 @@ def ranks(
         emit_json(result.to_dict())
         return
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
+        run_steps = result.steps.filter(result.steps["run_id"] == run_id)
         if run_id in result.unaligned:
             console.print(f"[bold]Stragglers[/bold] of {run_id}: not measured, its ranks' clocks disagree")
+        elif rows.height < 2:
+            console.print(f"[bold]Stragglers[/bold] of {run_id}: cannot judge, one rank (nobody to wait for it)")
+        elif run_steps.is_empty():
+            console.print(f"[bold]Stragglers[/bold] of {run_id}: cannot judge, no step ranges (NVTX step_<i> or "
+                          "ProfilerStep#<i>) to compare the ranks in")
         else:
             _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id), steps)
         _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps)
@@ -94,9 +100,11 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
         title = f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
     out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
                         "lost"), keys=2)
+    first = rows["step"].min()
     for r in rows.sort("step", "rank").iter_rows(named=True):
-        out.add_row(str(r["step"]), str(r["rank"]), *(_ms(r[c]) for c in (
+        out.add_row(f"{r['step']}{'*' if r['step'] == first else ''}", str(r["rank"]), *(_ms(r[c]) for c in (
             "cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "exposed_comm_ns")),
             f"{r['cases']:,}", _ms(r["time_lost_ns"]))
     console.print(out)
-    console.print("exposed: comm with no compute alongside; lost: GPU time the slowdowns added")
+    console.print("exposed: comm with no compute alongside; lost: GPU time the slowdowns added; *: the first "
+                  "captured step (each rank's capture began at its own moment): not judged")

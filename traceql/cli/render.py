@@ -19,14 +19,16 @@ def print_ranks(run_id: str, rows: Any) -> None:
     def t(ns: Any) -> str:
         return num_ms(None if ns is None else ns / scale)
 
-    ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "comm", "idle", "span",
+    ranks = table(f"Per rank of {run_id} (times in {unit})", ("rank", "overlap", "compute", "other", "idle", "span",
                                                            "cases", "lost", "lost %"))
     for r in rows.iter_rows(named=True):
         pct = "-" if r["comm_comp_overlap_pct"] is None else f"{r['comm_comp_overlap_pct']:.2f} %"
         share = "-" if r["time_lost_pct"] is None else f"{r['time_lost_pct']:.2f}"
-        ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "comm_ns", "idle_ns", "span_ns")),
+        ranks.add_row(str(r["rank"]), pct, *(t(r[c]) for c in ("compute_ns", "non_compute_ns", "idle_ns", "span_ns")),
                       f"{r['cases']:,}", t(r["time_lost_ns"]), share)
     console.print(ranks)
+    console.print("compute + other + idle = span; other: communication and memory operations with no compute "
+                  "kernel running; overlap: how much of the communication ran beside compute")
 
 
 def kernel_cell(row: dict[str, Any]) -> str:

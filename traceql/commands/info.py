@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from traceql.model.names import display_name
 from traceql.trace import Trace, read_trace
 
 
@@ -18,6 +19,27 @@ def _counts(trace: Trace, table: str, key: str) -> dict[str, int]:
     return {str(r["k"]): r["n"] for r in _rows(trace, query)}
 
 
+def _top_kernels(trace: Trace, total_ns: int, top: int) -> list[dict[str, Any]]:
+    """The kernels that took the most GPU time, told apart as `detect` tells them (``kernel``: the short name and
+    its functor or GEMM configuration, ``model.names.display_name``)."""
+    import polars as pl
+
+    by_name = trace.own_sql("""SELECT name, short_name, kind, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns
+                               FROM kernels GROUP BY ALL""")
+    if by_name.is_empty():
+        return []
+    names = by_name.select("name", "short_name").unique()
+    shown = names.with_columns(pl.Series("kernel", [display_name(n or "", s or "") for n, s in names.rows()],
+                                         dtype=pl.String))
+    grouped = (by_name.join(shown, on=["name", "short_name"], how="left", nulls_equal=True)
+               .group_by("kernel", "short_name", "kind")
+               .agg(pl.col("count").sum(), pl.col("total_ns").sum())
+               .with_columns((pl.col("total_ns") / pl.col("count")).round().alias("mean_ns"),
+                             (100.0 * pl.col("total_ns") / max(total_ns, 1)).round(2).alias("pct"))
+               .sort(["total_ns", "kernel"], descending=[True, False]).head(top))
+    return grouped.select("kernel", "short_name", "kind", "count", "total_ns", "mean_ns", "pct").to_dicts()
+
+
 def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
     """A JSON-ready summary: runs, GPUs, ranks and capture span, kernel counts, top kernels, collectives."""
     total_kernel_ns = trace.own_sql("SELECT coalesce(sum(duration_ns), 0)::BIGINT AS t FROM kernels").item()
@@ -28,11 +50,16 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
         "gpus": _rows(trace, """
             SELECT run_id, device, name, sm_count, memory_bytes, compute_capability
             FROM gpus ORDER BY run_id, device"""),
+        # the span: the first GPU activity to the last, kernels and memory operations (as `detect`'s)
         "ranks": _rows(trace, """
-            SELECT r.run_id, r.rank, r.pid, r.rank_from, list(DISTINCT k.device ORDER BY k.device) AS devices,
-                   min(k.start_ns) AS start_ns, max(k.end_ns) AS end_ns, max(k.end_ns) - min(k.start_ns) AS span_ns,
-                   count(k.start_ns) AS kernels
-            FROM ranks r LEFT JOIN kernels k ON k.run_id = r.run_id AND k.rank = r.rank
+            WITH activity AS (
+                SELECT run_id, rank, device, start_ns, end_ns, 1 AS kernel FROM kernels
+                UNION ALL SELECT run_id, rank, device, start_ns, end_ns, 0 AS kernel FROM memcpy)
+            SELECT r.run_id, r.rank, r.pid, r.rank_from,
+                   list(DISTINCT a.device ORDER BY a.device) FILTER (WHERE a.kernel = 1) AS devices,
+                   min(a.start_ns) AS start_ns, max(a.end_ns) AS end_ns, max(a.end_ns) - min(a.start_ns) AS span_ns,
+                   count(a.start_ns) FILTER (WHERE a.kernel = 1) AS kernels
+            FROM ranks r LEFT JOIN activity a ON a.run_id = r.run_id AND a.rank = r.rank
             GROUP BY ALL ORDER BY r.run_id, r.rank"""),
         "kernels": {
             "total": trace.own_sql("SELECT count(*) FROM kernels").item(),
@@ -50,12 +77,7 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
             SELECT count(*) AS launches, count(DISTINCT kernel_name) AS kernels FROM kernel_metrics""")[0],
         "steps": {"total": trace.own_sql("SELECT count(*) FROM steps").item(),
                   "by_kind": _counts(trace, "steps", "step_kind")},
-        "top_kernels": trace.own_sql(
-            """SELECT short_name, kind, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns,
-                      round(avg(duration_ns)) AS mean_ns, round(100.0 * sum(duration_ns) / ?, 2) AS pct
-               FROM kernels GROUP BY short_name, kind ORDER BY total_ns DESC, short_name LIMIT ?""",
-            [max(total_kernel_ns, 1), top],
-        ).to_dicts(),
+        "top_kernels": _top_kernels(trace, total_kernel_ns, top),
         "collectives": _rows(trace, """
             SELECT collective, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns
             FROM kernels WHERE kind = 'comm' GROUP BY 1 ORDER BY total_ns DESC"""),

@@ -70,11 +70,19 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
     sections = [("Per rank", _rank_table(result))]
     if drawn is not None:
         chosen = "the step with the most time lost" if step is None else "the step asked for"
-        sections.append((f"Timeline of step {drawn} ({chosen})",
-                         figure(figures.step_timeline(reports.step_timeline(k, timeline.kernels, timeline.memops,
-                                                                            drawn), drawn))
+        first = cost["step"].min()
+        if step is None and drawn == first:
+            chosen += ": the first captured, the only one"
+        frame = reports.step_timeline(k, timeline.kernels, timeline.memops, drawn, timeline.ranks)
+        sections.append((f"Timeline of step {drawn} ({chosen})", figure(figures.step_timeline(frame, drawn))
                          + "<p class='note'>Slowed kernels in red; hover a kernel for its ratio, baseline and the "
-                           "collective it ran next to. Zoom with the mouse; double-click to reset.</p>"))
+                           "collective it ran next to. The ranks share one time axis (their clocks put on the run's "
+                           "one clock). Zoom with the mouse; double-click to reset. The first captured step (each "
+                           "rank's capture began at its own moment) is drawn only when asked for (--step).</p>"))
+    else:
+        sections.append(("Timeline", "<p class='note'>No timeline: the trace has no step ranges (NVTX "
+                                     "<code>step_&lt;i&gt;</code> or Kineto <code>ProfilerStep#&lt;i&gt;</code>) to "
+                                     "draw one step of.</p>"))
     sections.append(("Top slowed kernels", _top_table(result)))
     ratios = reports.ratio_distribution(k) if k.height else pl.DataFrame()
     if ratios.height:
@@ -109,12 +117,15 @@ def _whatif(timeline: Timeline, result: DetectResult) -> str:
 
 def _rank_table(result: DetectResult) -> str:
     rows = [[x["run_id"], x["rank"], "-" if x["comm_comp_overlap_pct"] is None else f"{x['comm_comp_overlap_pct']:.2f}",
-             *(f"{x[c] / 1e6:,.3f}" for c in ("compute_ns", "comm_ns", "idle_ns")), f"{x['cases']:,}",
-             f"{x['time_lost_ns'] / 1e6:,.3f}", "-" if x["time_lost_pct"] is None else f"{x['time_lost_pct']:.2f}"]
+             *(f"{x[c] / 1e6:,.3f}" for c in ("compute_ns", "non_compute_ns", "idle_ns", "span_ns", "comm_ns")),
+             f"{x['cases']:,}", f"{x['time_lost_ns'] / 1e6:,.3f}",
+             "-" if x["time_lost_pct"] is None else f"{x['time_lost_pct']:.2f}"]
             for x in result.ranks.iter_rows(named=True)]
-    header = ["run", "rank", "overlap %", "compute ms", "comm ms", "idle ms", "cases", "time lost ms",
-              "lost % of step time"]
-    return table(rows, header, numeric=[False, True, True, True, True, True, True, True, True])
+    header = ["run", "rank", "overlap %", "compute ms", "other ms", "idle ms", "span ms", "comm ms", "cases",
+              "time lost ms", "lost % of step time"]
+    return (table(rows, header, numeric=[False, True, True, True, True, True, True, True, True, True, True])
+            + "<p class='note'>compute + other + idle = span; other: communication and memory operations with no "
+              "compute kernel running; comm: all communication time, beside compute or not.</p>")
 
 
 def _top_table(result: DetectResult) -> str:

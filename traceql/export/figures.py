@@ -11,9 +11,9 @@ FONT = {"family": "system-ui, sans-serif", "size": 12}
 
 
 def _layout(fig: go.Figure, height: int, **more: object) -> go.Figure:
+    legend = {"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height, "x": 0, **more.pop("legend", {})}
     fig.update_layout(height=height, margin={"l": 70, "r": 20, "t": 30, "b": 40}, font=FONT,
-                      plot_bgcolor="white", legend={"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height,
-                                                    "x": 0}, **more)
+                      plot_bgcolor="white", legend=legend, **more)
     fig.update_xaxes(gridcolor="#eee")
     return fig
 
@@ -22,7 +22,7 @@ def step_timeline(frame: pl.DataFrame, step: int) -> go.Figure:
     """One row per rank, one lane per stream: what step ``step`` ran, slowed kernels in red."""
     ranks = frame.select("run_id", "rank").unique(maintain_order=True).rows()
     fig = make_subplots(rows=len(ranks), cols=1, vertical_spacing=min(0.3, 0.45 / len(ranks)),
-                        subplot_titles=[f"{run} rank {rank}" for run, rank in ranks])
+                        subplot_titles=[f"{run} rank {rank}" for run, rank in ranks], shared_xaxes=True)
     for row, (run, rank) in enumerate(ranks, start=1):
         mine = frame.filter((pl.col("run_id") == run) & (pl.col("rank") == rank))
         for category in COLOURS:
@@ -35,8 +35,8 @@ def step_timeline(frame: pl.DataFrame, step: int) -> go.Figure:
                 y=[f"stream {s}" for s in part["stream"].to_list()], orientation="h", name=category,
                 legendgroup=category, showlegend=row == 1, marker={"color": COLOURS[category], "line": {"width": 0}},
                 hovertext=hover, hoverinfo="text"), row=row, col=1)
-        fig.update_xaxes(title_text="ms from the step's first GPU work" if row == len(ranks) else None, row=row,
-                         col=1)
+        fig.update_xaxes(title_text="ms from the step's first GPU work on any rank" if row == len(ranks) else None,
+                         showticklabels=True, row=row, col=1)
     return _layout(fig, 160 + 160 * len(ranks), barmode="overlay", bargap=0.35)
 
 
@@ -72,14 +72,17 @@ def rank_breakdown(ranks: pl.DataFrame) -> go.Figure:
         fig.add_trace(go.Bar(y=labels, x=(ranks[col] / 1e6).to_list(), name=name, orientation="h",
                              marker={"color": colour}))
     fig.update_layout(margin={"l": 230})
-    return _layout(fig, 160 + 45 * len(labels), barmode="stack", xaxis_title="ms of the capture span")
+    height = 200 + 45 * len(labels)
+    return _layout(fig, height, barmode="stack", xaxis_title="ms of the capture span",
+                   legend={"orientation": "h", "yanchor": "top", "y": -90 / (height - 70), "x": 0})
 
 
 def lost_per_step(cost: pl.DataFrame) -> go.Figure:
-    """Time lost in each normal step, stacked by rank."""
+    """Time lost in each normal step, stacked by rank (``*``: the first captured step)."""
     fig = go.Figure()
+    first = cost["step"].min()
     for (run, rank), part in cost.group_by("run_id", "rank", maintain_order=True):
-        fig.add_trace(go.Bar(x=[f"step {s}" for s in part["step"].to_list()],
+        fig.add_trace(go.Bar(x=[f"step {s}{'*' if s == first else ''}" for s in part["step"].to_list()],
                              y=(part["time_lost_ns"] / 1e6).to_list(), name=f"{run} rank {rank}"))
     return _layout(fig, 340, barmode="stack", yaxis_title="ms lost (sum over ranks)")
 

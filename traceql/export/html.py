@@ -16,8 +16,11 @@ STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; padding: 0 1rem; }
 h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
 .sub { color: #666; margin-top: 0; } .note { color: #555; font-size: 13px; }
-table { border-collapse: collapse; margin: .5rem 0; }
-td, th { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; }
+.tbl { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; margin: .5rem 0; max-width: 100%; }
+td, th { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; overflow-wrap: anywhere; }
+td.n, th.n { white-space: nowrap; }
+.plotly-graph-div { max-width: 100%; }
 th { text-align: left; background: #f6f6f6; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .warn { background: #fff5e6; border-left: 3px solid #ff9f1c; padding: .4rem .8rem; }
 """
@@ -29,13 +32,15 @@ def figure(fig: go.Figure) -> str:
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str], *, numeric: Sequence[bool] = ()) -> str:
-    """An HTML table; cells are escaped; numeric columns right-aligned."""
+    """An HTML table in a box as wide as the page (a wider table scrolls inside it); cells are escaped; numeric
+    columns right-aligned and whole, text wraps (a long kernel name anywhere)."""
     numeric = list(numeric) or [False] * len(header)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    head = "".join(f"<th class='n'>{html.escape(h)}</th>" if num else f"<th>{html.escape(h)}</th>"
+                   for h, num in zip(header, numeric, strict=True))
     body = "".join("<tr>" + "".join(f"<td class='n'>{html.escape(str(v))}</td>" if num
                                     else f"<td>{html.escape(str(v))}</td>"
                                     for v, num in zip(row, numeric, strict=True)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='tbl'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def frame_table(df: pl.DataFrame) -> str:

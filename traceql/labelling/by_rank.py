@@ -175,7 +175,8 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     if not any(r.compute for r in firsts):
         return no_kernels(_frame([r.ranks for r in firsts]), any(r.metrics for r in firsts), shards[0].name)
     if not any(r.comm for r in firsts):
-        notes.append("no communication kernels in this trace: nothing overlaps, so no slowdown cases")
+        runs = ", ".join(dict.fromkeys(run for r in firsts for run in r.runs))
+        notes.append(f"note: {runs}: no communication kernels: nothing overlaps, so no slowdown cases")
     seen = _frame([r.seen for r in firsts])
     bags = [r.bags for r in firsts if r.bags is not None]
     replicas = groups(seen, _frame([b[0] for b in bags]), _frame([b[1] for b in bags])) if seen.height else \

@@ -193,7 +193,8 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     if kernels.filter(pl.col("kind") == "compute").is_empty():
         return no_kernels(timeline.ranks, timeline.has_metrics, str(timeline.path))
     notes = list(timeline.notes) + ([] if kernels.filter(pl.col("kind") == "comm").height else [
-        "no communication kernels in this trace: nothing overlaps, so no slowdown cases"])
+        f"note: {', '.join(kernels['run_id'].unique(maintain_order=True).to_list())}: no communication kernels: "
+        "nothing overlaps, so no slowdown cases"])
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: see import_detector
 
