@@ -51,7 +51,7 @@ def _commands() -> list[tuple[str, click.Command]]:
     group = typer.main.get_command(app)
     out = []
     for name, cmd in group.commands.items():  # type: ignore[attr-defined]
-        if isinstance(cmd, click.Group):
+        if hasattr(cmd, "commands"):  # a group (typer's own copy of click's)
             out += [(f"{name} {sub}", c) for sub, c in cmd.commands.items()]
         else:
             out.append((name, cmd))

@@ -58,7 +58,7 @@ def print_summary(df: Any) -> None:
     console.print("p50, p90, max: the slowdown ratio of the cases")
 
 
-@app.command("add")
+@app.command("add", epilog="Example:\n\n  traceql dataset add slowdowns/ runs/my-run --baseline runs/my-single")
 @guarded
 def add(
     root: Annotated[Path, typer.Argument(help="dataset folder (created if missing)")],
@@ -80,7 +80,7 @@ def add(
     _finish(outcomes)
 
 
-@app.command("build")
+@app.command("build", epilog="Example:\n\n  traceql dataset build sweep.json --out slowdowns/")
 @guarded
 def build(
     sweep: Annotated[Path, typer.Argument(help="SWEEP.json: inputs × a grid of local_config values")],
@@ -99,7 +99,7 @@ def build(
     _finish(outcomes)
 
 
-@app.command("summary")
+@app.command("summary", epilog="Example:\n\n  traceql dataset summary slowdowns/ --format json")
 @guarded
 def summary(
     root: Annotated[Path, typer.Argument(help="dataset folder")],

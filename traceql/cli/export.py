@@ -13,7 +13,7 @@ from traceql.labelling.options import PAIRED_FACTOR
 app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True, context_settings=CONTEXT)
 
 
-@app.command()
+@app.command(epilog="Example:\n\n  traceql export perfetto run.sqlite -o trace.json.gz")
 @guarded
 def perfetto(
     output: Annotated[

@@ -66,7 +66,7 @@ def _measure(what: str, run: Callable[..., Path], *args: Any, **kwargs: Any) -> 
     _show(path)
 
 
-@app.command("memory")
+@app.command("memory", epilog="Example:\n\n  traceql profile memory my_model/ --out profiles")
 @guarded
 def memory(
     input_dir: InputDir,
@@ -82,7 +82,7 @@ def memory(
              max_batch=max_batch)
 
 
-@app.command("compute")
+@app.command("compute", epilog="Example:\n\n  traceql profile compute my_model/ --out profiles")
 @guarded
 def compute(
     input_dir: InputDir,
@@ -102,7 +102,7 @@ def compute(
     _measure("compute", run, input_dir, out, batches=sizes, warmup=warmup, iterations=iterations)
 
 
-@app.command("buckets")
+@app.command("buckets", epilog="Example:\n\n  traceql profile buckets runs/cap2 runs/cap25 --out profiles")
 @guarded
 def buckets(
     runs: Annotated[list[Path], typer.Argument(help="run folders of `traceql collect`, one per bucket_cap_mb",
@@ -139,7 +139,7 @@ def buckets(
     console.print(f"wrote {escape(str(path))}")
 
 
-@app.command("merge")
+@app.command("merge", epilog="Example:\n\n  traceql profile merge node0/profiles node1/profiles --out profiles")
 @guarded
 def merge(
     folders: Annotated[list[Path], typer.Argument(help="profile folders of several nodes", show_default=False)],
