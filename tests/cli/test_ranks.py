@@ -31,10 +31,12 @@ def test_stragglers_come_first_with_every_figure_whole(invoke, width: int) -> No
         assert any(line.split()[:10] == row for line in lines), row
         assert s["cost_ns"] == s["step_ns"] - s["without_ns"]
     assert len(data["steps"]) == 4 * 5  # every normal step of every rank
+    first = min(r["step"] for r in data["steps"])
     for r in data["steps"]:
         figures = [ms2(r[c]) for c in ("cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns",
                                        "exposed_comm_ns", "time_lost_ns")]
-        assert any(line.split()[:2] == [str(r["step"]), str(r["rank"])] and line.split()[2:10] == figures[:7] +
+        step = f"{r['step']}*" if r["step"] == first else str(r["step"])  # the first captured: marked
+        assert any(line.split()[:2] == [step, str(r["rank"])] and line.split()[2:10] == figures[:7] +
                    [f"{r['cases']:,}"] for line in lines), (r["step"], r["rank"])
 
 
@@ -54,8 +56,8 @@ def test_steps_keeps_the_longest(invoke) -> None:
     table = invoke("ranks", FOUR, "--steps", "2").stdout
     assert "The 2 longest of 5 steps of gpt2-4rank-straggler-nsys" in table
     steps_table = table.split("The 2 longest")[1].split("exposed:")[0]
-    shown = {int(line.split()[0]) for line in steps_table.splitlines() if len(line.split()) == 11
-             and line.split()[0].isdigit()}
+    shown = {int(line.split()[0].rstrip("*")) for line in steps_table.splitlines() if len(line.split()) == 11
+             and line.split()[0].rstrip("*").isdigit()}
     assert shown == set(want)
 
 

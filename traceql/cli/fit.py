@@ -21,6 +21,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from traceql.cli.printable import printable
+
 # A rule of ASCII dashes under the header and nothing else: two spaces between columns, one byte a
 # character (output read by other programs, or by tools that count bytes, stays within the width).
 PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
@@ -68,7 +70,7 @@ class FitTable:
         self.rows: list[list[Text]] = []
 
     def add_row(self, *cells: Any) -> None:
-        self.rows.append([c if isinstance(c, Text) else Text.from_markup("" if c is None else str(c))
+        self.rows.append([c if isinstance(c, Text) else Text.from_markup(printable("" if c is None else str(c)))
                           for c in cells])
 
     @property
@@ -90,7 +92,7 @@ class FitTable:
             return
         for part, cols in enumerate(self._parts(least, width)):
             if self.title:  # above its part, as wide as the terminal (a part may be narrow)
-                yield Text(self.title if not part else f"{self.title} (continued)", style="bold")
+                yield Text(printable(self.title if not part else f"{self.title} (continued)"), style="bold")
             yield self._table(cols, self._name_widths(natural, least, width, cols), titled=False)
 
     def _name_widths(self, natural: list[int], least: list[int], width: int,
