@@ -50,6 +50,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
     replay (of :data:`WAYS`; the others' columns are null). Without ``replay_trace``, the steps as replayed
     are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it)."""
+    if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
+        return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
     ops = ops.with_columns(
         (cases if cases is not None else pl.Series([False] * ops.height)).alias("_case"),
         (baseline if baseline is not None else pl.Series([None] * ops.height, dtype=pl.Float64)).alias("_base"))

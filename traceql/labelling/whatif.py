@@ -47,5 +47,7 @@ def what_if(req: Request) -> WhatIfResult:
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
             runs.append(verdict(run_id, done.steps.filter(pl.col("run_id") == run_id), mine.height, comm))
+            if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
+                runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
     return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)))
