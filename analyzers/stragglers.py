@@ -15,6 +15,11 @@ step's collectives, it held the others for at least ``min_share`` of the step's 
 the *waiting ranks* are those that waited for it at least that long. The first captured step of each run is
 not judged: a profiler starts capturing on each rank at its own moment, which delays that step's first
 collective on the ranks that started last.
+
+Holding is evidence, not cost: where collectives run on a stream of their own beside compute (FSDP's
+all-gathers), the others may wait at many collectives while their compute goes on. A replay prices each
+straggler (what its step takes without the rank's delays, ``traceql.analyzers.replay``); :func:`priced`
+keeps those that cost their step at least ``MIN_COST_SHARE`` of it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import polars as pl
 
 MIN_SHARE = 0.10  # of the step's median GPU time
 MIN_WAIT_NS = 1_000_000
+MIN_COST_SHARE = 0.05  # of the step's replayed time: what a straggler must cost it to be named
 # A collective ends on every rank together: when the ranks' ends lie further apart than this (the median over
 # a run's collectives), their clocks do not agree, and arrivals cannot be compared (measured: 2-24 us)
 MAX_END_SKEW_NS = 1_000_000
@@ -100,3 +106,10 @@ def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: flo
             .select("run_id", "rank", "step", pl.col("wait_ns").alias("held_ns"), "waiting_ranks", "held_share",
                     "last_at", "collectives")
             .sort("run_id", "step", "rank"))
+
+
+def priced(named: pl.DataFrame, *, min_cost_share: float = MIN_COST_SHARE) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``named`` stragglers with their price (``cost_ns`` of their step's ``step_ns``) split in those that cost
+    their step at least ``min_cost_share`` of it, and the others (held the others, cost little)."""
+    costly = pl.col("cost_ns").fill_null(0) >= min_cost_share * pl.col("step_ns").fill_null(0)
+    return named.filter(costly), named.filter(~costly)

@@ -2,7 +2,8 @@
 
     python bench/detector_f1.py [--corpus ../shared/datasets/h200-ddp/nsys] [--grid]
 
-Twin labels (`detect TRACE --baseline ISOLATED`) are the truth, over the normal steps. Per pair and label
+Twin labels (`detect TRACE --baseline ISOLATED`) are the truth, over the kernels of the normal steps that have a
+twin (a kernel the isolated run lacks, such as FSDP's copies, is not judged). Per pair and label
 source (the single-trace detector with the isolated steps hidden; in-run labels with all the run's isolated
 steps, and with its first one only) it prints precision / recall / F1, the share of the source's cases on
 each reference kind (twin, clean, borrowed, corrected, contaminated) and the precision of the cases judged
@@ -40,7 +41,12 @@ def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
             ("gpt2", "in-run gpt2", ours / "inrun/gpt2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
             ("gpt2", "in-run gpt2 cap2", ours / "runs/gpt2-cap2-inrun-nsys", ours / "inrun/gpt2-single-nsys"),
             ("resnet50", "in-run resnet50", ours / "runs/resnet50-inrun-nsys", ours / "runs/resnet50-single-nsys"),
-            ("gpt2", "gpt2 4 GPUs", ours / "runs/gpt2-4rank-nsys", ours / "inrun/gpt2-single-nsys")]
+            ("gpt2", "gpt2 4 GPUs", ours / "runs/gpt2-4rank-nsys", ours / "inrun/gpt2-single-nsys"),
+            ("gpt2", "gpt2 FSDP2", ours / "runs/gpt2-fsdp2-nsys", ours / "runs/gpt2-fsdp2-single-nsys"),
+            ("gpt2", "gpt2 FSDP2 strag", ours / "runs/gpt2-fsdp2-straggler-nsys",
+             ours / "runs/gpt2-fsdp2-single-nsys"),
+            ("tp", "block TP", ours / "runs/block-tp-nsys", ours / "runs/block-tp-single-nsys"),
+            ("tp", "block TP strag", ours / "runs/block-tp-straggler-nsys", ours / "runs/block-tp-single-nsys")]
     return [p for p in out if p[2].exists()]
 
 
@@ -62,19 +68,30 @@ def first_isolated_step(trace: Path) -> pl.DataFrame:
     return label(dataclasses.replace(timeline, kernels=kept)).kernels
 
 
+def judged(truth: pl.DataFrame) -> pl.Series:
+    """The kernels the twin labels judge: those with a twin, in the normal steps (all steps where the run marks
+    none)."""
+    normal = truth["step_kind"] == "sync"
+    normal = normal.fill_null(False) if normal.any() else pl.Series([True] * truth.height)
+    return normal & (truth["reference_kind"] == TWIN)
+
+
 def row(name: str, source: str, frame: pl.DataFrame, truth: pl.DataFrame, more: str = "") -> None:
-    """One line: P/R/F1 over the normal steps, the cases' share per reference kind, clean-only precision."""
-    on = frame.join(truth.select("run_id", "rank", "stream", "start_ns", pl.col("is_slowdown").alias("_gt")),
+    """One line: P/R/F1 over the kernels the twins judge, the cases' share per reference kind, clean-only
+    precision."""
+    on = frame.join(truth.select("run_id", "rank", "stream", "start_ns", pl.col("is_slowdown").alias("_gt"),
+                                 judged(truth).alias("_judged")),
                     on=["run_id", "rank", "stream", "start_ns"], how="left", maintain_order="left")
-    keep = (on["step_kind"] == "sync").fill_null(True)
+    keep = on["_judged"].fill_null(False)
     pred, gt = on["is_slowdown"].filter(keep), on["_gt"].fill_null(False).filter(keep)
     p, r, f = prf(pred, gt)
+    nums = f"{p:>7.3f}{r:>7.3f}{f:>7.3f}" if gt.any() or pred.any() else f"{'-':>7}{'-':>7}{'-':>7}"
     cases = on.filter(keep & on["is_slowdown"])
     shares = "/".join(f"{100 * float((cases['reference_kind'] == k).mean()):.0f}" if cases.height else "-"
                       for k in KINDS)
     clean = on.filter(keep & (on["reference_kind"] == CLEAN))
     cp = prf(clean["is_slowdown"], clean["_gt"].fill_null(False))[0] if clean["is_slowdown"].any() else None
-    print(f"{name:<17}{source:<9}{int(gt.sum()):>6}{int(pred.sum()):>6}{p:>7.3f}{r:>7.3f}{f:>7.3f}"
+    print(f"{name:<17}{source:<9}{int(gt.sum()):>6}{int(pred.sum()):>6}{nums}"
           f"{'-' if cp is None else f'{cp:.3f}':>8}  {shares:<15}{more}")
 
 
@@ -88,16 +105,19 @@ def main() -> None:
           f"{'% cases on':<15}forest: F1 without, labels changed")
     print(f"{'':<17}{'':<9}{'':>6}{'':>6}{'':>7}{'':>7}{'':>7}{'':>8}  {'tw/cl/bo/co/ct':<15}")
     grid: dict[tuple[str, tuple[float, float]], float] = {}
-    f1s = []
+    f1s, agree = [], []
     for _model, name, trace, iso in found:
         truth = detect(trace, baseline=[iso]).kernels
-        keep = (truth["step_kind"] == "sync").fill_null(True)
+        keep = judged(truth)
         single = detect(trace, single_trace=True).kernels
         plain = detect(trace, single_trace=True, detector=SlowdownDetector(band=1.2)).kernels
         nf = prf(plain["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2]
         changed = int((plain["is_slowdown"] != single["is_slowdown"]).sum())
         row(name, "detector", single, truth, f"{nf:.3f}, {changed}")
-        f1s.append(prf(single["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2])
+        if single["is_slowdown"].filter(keep).any() or truth["is_slowdown"].filter(keep).any():
+            f1s.append(prf(single["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2])
+        else:  # no case on either side: they agree, and F1 says nothing
+            agree.append(name)
         inrun = detect(trace).kernels
         if inrun["label_source"][0] == "inrun":
             row("", "in-run", inrun, truth)
@@ -107,7 +127,8 @@ def main() -> None:
                 det = SlowdownDetector(band=band, contamination=cont)
                 pred = detect(trace, single_trace=True, detector=det).kernels["is_slowdown"]
                 grid[(name, (band, cont))] = prf(pred.filter(keep), truth["is_slowdown"].filter(keep))[2]
-    print(f"\ndetector F1: mean {sum(f1s) / len(f1s):.3f}, least {min(f1s):.3f} over {len(f1s)} pairs")
+    print(f"\ndetector F1: mean {sum(f1s) / len(f1s):.3f}, least {min(f1s):.3f} over {len(f1s)} pairs"
+          + (f"; no case on either side in {', '.join(agree)}" if agree else ""))
     print("% cases on: the share of the source's cases judged on each reference kind: twin, clean, borrowed, "
           "corrected, contaminated")
     if not args.grid:

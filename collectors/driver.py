@@ -76,10 +76,12 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     window = Window(args, rank, use_cuda, spe)
     micro = args.accumulation_steps * args.virtual_workers
+    if window.isolated_at and world > 1 and not hasattr(model, "no_sync"):  # FSDP, tensor parallelism
+        window.isolated_at = set()
+        result["note"] = ("no isolated steps: the model has no no_sync() (not DDP), so no step runs without "
+                          "communication; collect its single-GPU twin (--set world_size=1) as the reference")
     result["window"] = {"epoch": window.epoch, "start": window.start, "steps": window.count, "steps_per_epoch": spe,
                         "profiled": window.profiled, "isolated_before": sorted(window.isolated_at)}
-    if window.isolated_at and world > 1 and not hasattr(model, "no_sync"):
-        result["note"] = "isolated steps ran with communication on: the model has no no_sync() (not DDP)"
     for epoch in range(args.epochs):
         for index, (inputs, _labels) in enumerate(loader):  # the contract: (inputs, labels) pairs
             if window.isolated_before(epoch, index):

@@ -83,7 +83,8 @@ def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, in
     extra = sorted(str(p.relative_to(run)) for p in (run / "traces").rglob("*") if p.is_file()
                    and str(p.relative_to(run)) not in traces + others)
     return {**base, "format": FORMAT, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "ranks": ranks, "files": {"traces": traces, "other": others + extra,
+            "ranks": ranks, "notes": sorted({r["note"] for r in results.values() if r.get("note")}),
+            "files": {"traces": traces, "other": others + extra,
                                       "logs": sorted(str(p.relative_to(run)) for p in (run / "logs").glob("*.log"))}}
 
 

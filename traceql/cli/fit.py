@@ -26,7 +26,9 @@ from traceql.cli.printable import printable
 # A rule of ASCII dashes under the header and nothing else: two spaces between columns, one byte a
 # character (output read by other programs, or by tools that count bytes, stays within the width).
 PLAIN = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
-BREAK = re.compile(r"(?<=[_:>,/.)\]\- ])|(?=[\[(<])")  # a name may break after these, or before an opening
+# a name may break after these (after "." and "," only where no digit follows: never inside 1,234.5; after a
+# closing bracket only where no punctuation follows), or before an opening bracket
+BREAK = re.compile(r"(?<=[_:>/\- ])|(?<=[,.])(?!\d)|(?<=[)\]])(?![:;,.])|(?=[\[(<])")
 MIN_NAME = 12  # a name column is never narrower than this (else the table goes in parts)
 GAP = 2  # cells between two columns: the cell's padding and the rule's divider
 

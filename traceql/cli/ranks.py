@@ -66,7 +66,8 @@ def _ms(ns: Any) -> str:
 def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
     """One run's stragglers in step order; of many, the ``limit`` that cost their steps most."""
     if rows.is_empty():
-        console.print(f"[bold]No straggler[/bold] in {run_id}: no rank kept the others waiting 10 % of a step")
+        console.print(f"[bold]No straggler[/bold] in {run_id}: "
+                      "no rank held the others 10 % of a step and cost it 5 % (by the replay)")
         return
     title = f"Stragglers of {run_id}"
     if rows.height > limit:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceql.analyzers.baselines.isolated import STEP_KEY, communicating, outside_steps
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.errors import InputError
 from traceql.model import schema
@@ -81,9 +82,28 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
     of a run (``traceql.sources.shards``)."""
     with read_trace(paths, shard=shard) as trace:
         breakdown = rank_breakdown_batches(_activity(trace, trace.activity)) if trace.activity else None
-        return Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
-                        trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(), trace.notes,
-                        trace.relation("steps"), trace.context, breakdown, trace.relation("waits"))
+        timeline = Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
+                            trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(),
+                            list(trace.notes), trace.relation("steps"), trace.context, breakdown,
+                            trace.relation("waits"))
+    return _isolated_checked(timeline)
+
+
+def _isolated_checked(timeline: Timeline) -> Timeline:
+    """``timeline`` with its isolated steps that ran with communication left out of the steps (no reference),
+    and a note per run that says so."""
+    bad = communicating(timeline.kernels)
+    if bad.is_empty():
+        return timeline
+    for run_id in bad["run_id"].unique(maintain_order=True):  # the same words from every shard of a run
+        timeline.notes.append(f"note: {run_id}: its isolated steps ran with communication (FSDP and tensor "
+                              "parallelism cannot turn it off): not a reference, so left out of the steps (a "
+                              "single-GPU twin given as --baseline is one)")
+    on = bad.select(STEP_KEY).with_columns(pl.lit("isolated").alias("step_kind"))
+    timeline.kernels = outside_steps(timeline.kernels, bad)
+    timeline.memops = outside_steps(timeline.memops, bad)
+    timeline.steps = timeline.steps.join(on, on=[*STEP_KEY, "step_kind"], how="anti", maintain_order="left")
+    return timeline
 
 
 def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:

@@ -4,7 +4,7 @@ all-reduce times from the arrivals)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.steps import STEP_KEY, step_breakdown
-from traceql.analyzers.stragglers import MAX_END_SKEW_NS, arrivals, end_skew, stragglers
+from traceql.analyzers.stragglers import MAX_END_SKEW_NS, MIN_COST_SHARE, arrivals, end_skew, priced, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.replayed import replayed
 from traceql.labelling.request import Request
@@ -73,8 +73,33 @@ def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
     named = named.with_columns((pl.col("step_ns") - pl.col("without_ns")).alias("cost_ns")).select(
         "run_id", "rank", "step", "cost_ns", "step_ns", "without_ns", "held_ns", "waiting_ranks", "held_share",
         "last_at", "collectives")
+    named, cheap = priced(named)
+    if done is not None and not cheap.is_empty():
+        notes += _cheap_notes(cheap)
+        done = _unnamed(done, cheap)
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
     return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done)
+
+
+def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
+    """One note per run on the ranks that held the others yet cost their steps little."""
+    out = []
+    for (run_id,), part in cheap.group_by("run_id", maintain_order=True):
+        steps = ", ".join(str(s) for s in part["step"].to_list())
+        out.append(f"note: {run_id}: ranks held the others in step(s) {steps} but cost them "
+                   f"{part['cost_ns'].max() / 1e6:,.1f} ms at most (under {MIN_COST_SHARE:.0%} of a step, by the "
+                   "replay): no straggler named")
+    return out
+
+
+def _unnamed(done: replay.WhatIf, cheap: pl.DataFrame) -> replay.WhatIf:
+    """``done`` with the steps of ``cheap`` stragglers as if none was named: no straggler, nothing without."""
+    hit = done.steps.join(cheap.select("run_id", "step", pl.lit(True).alias("_cheap")), on=["run_id", "step"],
+                          how="left", maintain_order="left")["_cheap"].fill_null(False)
+    steps = done.steps.with_columns(
+        pl.when(hit).then(None).otherwise(pl.col("straggler_rank")).alias("straggler_rank"),
+        pl.when(hit).then(pl.col("replayed_ns")).otherwise(pl.col("without_straggler_ns")).alias("without_straggler_ns"))
+    return replace(done, steps=steps)
 
 
 def rank_steps(req: Request) -> RanksResult:
