@@ -45,6 +45,11 @@ def pairs(corpus: Path) -> list[tuple[str, str, Path, Path]]:
             ("gpt2", "gpt2 FSDP2", ours / "runs/gpt2-fsdp2-nsys", ours / "runs/gpt2-fsdp2-single-nsys"),
             ("gpt2", "gpt2 FSDP2 strag", ours / "runs/gpt2-fsdp2-straggler-nsys",
              ours / "runs/gpt2-fsdp2-single-nsys"),
+            ("gpt2", "gpt2 4 GPUs cap2", ours / "runs/gpt2-4rank-cap2-nsys", ours / "inrun/gpt2-single-nsys"),
+            ("gpt2", "gpt2 FSDP2 4 GPU", ours / "runs/gpt2-fsdp2-4rank-nsys", ours / "runs/gpt2-fsdp2-single-nsys"),
+            ("llama", "llama 4 GPUs", ours / "runs/llama-4rank-cap25-nsys", ours / "runs/llama-single-nsys"),
+            ("llama", "llama 4 GPU cap2", ours / "runs/llama-4rank-cap2-nsys", ours / "runs/llama-single-nsys"),
+            ("llama", "llama 4 GPU strag", ours / "runs/llama-4rank-straggler-nsys", ours / "runs/llama-single-nsys"),
             ("tp", "block TP", ours / "runs/block-tp-nsys", ours / "runs/block-tp-single-nsys"),
             ("tp", "block TP strag", ours / "runs/block-tp-straggler-nsys", ours / "runs/block-tp-single-nsys")]
     return [p for p in out if p[2].exists()]
@@ -99,8 +104,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared/datasets/h200-ddp/nsys")
     ap.add_argument("--grid", action="store_true", help="also choose band and contamination leave-one-model-out")
+    ap.add_argument("--only", metavar="TEXT", help="only the pairs whose name holds TEXT")
     args = ap.parse_args()
-    found = pairs(args.corpus)
+    found = [p for p in pairs(args.corpus) if args.only is None or args.only in p[1]]
     print(f"{'pair':<17}{'source':<9}{'twin':>6}{'cases':>6}{'P':>7}{'R':>7}{'F1':>7}{'clean P':>8}  "
           f"{'% cases on':<15}forest: F1 without, labels changed")
     print(f"{'':<17}{'':<9}{'':>6}{'':>6}{'':>7}{'':>7}{'':>7}{'':>8}  {'tw/cl/bo/co/ct':<15}")
@@ -113,8 +119,9 @@ def main() -> None:
         plain = detect(trace, single_trace=True, detector=SlowdownDetector(band=1.2)).kernels
         nf = prf(plain["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2]
         changed = int((plain["is_slowdown"] != single["is_slowdown"]).sum())
-        row(name, "detector", single, truth, f"{nf:.3f}, {changed}")
-        if single["is_slowdown"].filter(keep).any() or truth["is_slowdown"].filter(keep).any():
+        some = single["is_slowdown"].filter(keep).any() or truth["is_slowdown"].filter(keep).any()
+        row(name, "detector", single, truth, f"{nf:.3f}, {changed}" if some else f"-, {changed}")
+        if some:
             f1s.append(prf(single["is_slowdown"].filter(keep), truth["is_slowdown"].filter(keep))[2])
         else:  # no case on either side: they agree, and F1 says nothing
             agree.append(name)
@@ -127,7 +134,8 @@ def main() -> None:
                 det = SlowdownDetector(band=band, contamination=cont)
                 pred = detect(trace, single_trace=True, detector=det).kernels["is_slowdown"]
                 grid[(name, (band, cont))] = prf(pred.filter(keep), truth["is_slowdown"].filter(keep))[2]
-    print(f"\ndetector F1: mean {sum(f1s) / len(f1s):.3f}, least {min(f1s):.3f} over {len(f1s)} pairs"
+    print((f"\ndetector F1: mean {sum(f1s) / len(f1s):.3f}, least {min(f1s):.3f} over {len(f1s)} pairs"
+           if f1s else "\ndetector F1: no pair with a case")
           + (f"; no case on either side in {', '.join(agree)}" if agree else ""))
     print("% cases on: the share of the source's cases judged on each reference kind: twin, clean, borrowed, "
           "corrected, contaminated")

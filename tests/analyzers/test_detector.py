@@ -9,7 +9,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from tests.paths import DDP_TRACE, INRUN_SINGLE, INRUN_TRACE, NSYS, SINGLE_TRACE, corpus
+from tests.paths import DDP_TRACE, INRUN_SINGLE, INRUN_TRACE, NSYS, RUNS, SINGLE_TRACE, corpus
 from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.analyzers.detection.features import COLUMNS
 from traceql.commands.detect import detect
@@ -108,11 +108,18 @@ def test_single_trace_mean_f1_over_the_shared_pairs() -> None:
     assert np.mean(scores) >= 0.90 and min(scores) >= 0.80
 
 
-@pytest.mark.parametrize("trace,iso", [(DDP_TRACE, SINGLE_TRACE), (INRUN_TRACE, INRUN_SINGLE)],
-                         ids=["embedded", "in-run, isolated steps hidden"])
-def test_single_trace_f1_on_our_pairs(trace, iso) -> None:
-    """Measured: 0.938 (embedded), 0.960 (in-run collection)."""
-    assert single_trace_f1(trace, iso) >= 0.90
+@pytest.mark.parametrize("trace,iso,floor", [
+    (DDP_TRACE, SINGLE_TRACE, 0.90), (INRUN_TRACE, INRUN_SINGLE, 0.90),
+    (RUNS / "gpt2-4rank-cap2-nsys", INRUN_SINGLE, 0.90),
+    (RUNS / "llama-4rank-cap25-nsys", RUNS / "llama-single-nsys", 0.85),
+    (RUNS / "llama-4rank-straggler-nsys", RUNS / "llama-single-nsys", 0.85),
+], ids=["embedded", "in-run, isolated steps hidden", "gpt2 4 GPUs cap2", "llama 4 GPUs", "llama 4 GPUs straggler"])
+def test_single_trace_f1_on_our_pairs(trace, iso, floor: float) -> None:
+    """Measured by bench/detector_f1.py: 0.985 (embedded), 0.991 (in-run), 0.931 (GPT-2, 4 GPUs, 2 MB buckets),
+    0.908 and 0.905 (Llama-style, 4 GPUs). Not here: the Llama-style model at 2 MB buckets on 4 GPUs, 0.362,
+    where every instance of the backward's kernels runs beside an all-reduce (no unslowed instance to
+    estimate from; its in-run labels reach 0.944)."""
+    assert single_trace_f1(trace, iso) >= floor
 
 
 def test_scores_in_row_blocks_equal_one_call() -> None:

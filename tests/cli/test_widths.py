@@ -17,7 +17,7 @@ INPUTS = [
     *(pytest.param(RUNS / name, id=name) for name in (
         "gpt2-4rank-nsys", "gpt2-4rank-straggler-nsys", "gpt2-b16-cap25-nsys", "gpt2-cap2-inrun-nsys",
         "gpt2-straggler-nsys", "gpt2-straggler-torch", "gpt2-torch", "resnet50-inrun-nsys", "resnet50-single-nsys",
-        "seqpar-nsys")),
+        "seqpar-nsys", "gpt2-fsdp2-straggler-nsys", "block-tp-nsys")),
     pytest.param(INRUN_TRACE, id="inrun"),
     *(corpus(PUBLIC / name, id=name.replace("/", "-")) for name in (
         "hta-kineto/trace_filter", "hta-kineto/trace_diff/test", "hta-kineto/ns_resolution_trace",

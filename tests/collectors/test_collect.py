@@ -256,3 +256,21 @@ def test_bad_launch_options(invoke, tmp_path: Path, args: list[str], phrase: str
     result = invoke("collect", TINY, *args, "--out", out)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and phrase in result.stderr, result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("example", ["gpt2-fsdp2", "block-tp"])
+def test_a_model_that_is_not_ddp_collects_without_isolated_steps(invoke, tmp_path: Path, example: str) -> None:
+    """FSDP2 and tensor parallelism communicate in every step (no ``no_sync``): on 2 gloo ranks under
+    torch.profiler the collection trains them, runs no isolated step, and says why in the manifest and on
+    stderr; the same folder with ``world_size=1`` is the isolated run of the same shapes."""
+    out = tmp_path / example
+    result = invoke("collect", TINY.parent / example, "--profiler", "torch", "--out", out, "--timeout", "240")
+    assert result.exit_code == 0, result.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["world_size"] == 2
+    assert all(r["isolated_steps"] == 0 and r["window"]["isolated_before"] == [] for r in manifest["ranks"])
+    assert len(manifest["notes"]) == 1 and "no isolated steps" in manifest["notes"][0]
+    assert "--set world_size=1" in manifest["notes"][0] and "note: no isolated steps" in result.stderr
+    events = json.loads(gzip.decompress((out / "traces" / f"{example}_rank0.json.gz").read_bytes()))["traceEvents"]
+    names = {e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step_")}
+    assert len(names) == 3 and not any(n.endswith("_nosync") for n in names)  # the 3 active steps, none isolated
