@@ -118,7 +118,9 @@ def _ns(col: str) -> pl.Expr:
     frac = parts.struct.field("field_1").fill_null("").str.pad_end(4, "0")
     digits = pl.when(frac.str.contains(r"^[0-9]+$")).then(frac)
     rounding = (digits.str.slice(3, 1).cast(pl.Int64, strict=False) >= 5).cast(pl.Int64)
-    return whole * 1000 + digits.str.slice(0, 3).cast(pl.Int64, strict=False) + rounding
+    fraction = digits.str.slice(0, 3).cast(pl.Int64, strict=False) + rounding
+    # the fraction has the sign of the whole number: "-0.703" is -703 ns, "-12.5" is -12,500 ns
+    return whole * 1000 + pl.when(text.str.starts_with("-")).then(-fraction).otherwise(fraction)
 
 
 def _name_classes(con: duckdb.DuckDBPyConnection, shorts: pl.DataFrame) -> pl.DataFrame:
