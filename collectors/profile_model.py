@@ -126,6 +126,8 @@ def memory(step: Step, limit: int, max_batch: int, progress: Callable[[str], Non
     while batch <= max_batch and fits(batch):
         good, batch = batch, batch * 2
     bad = batch if batch <= max_batch else None
+    if bad is None and good < max_batch:  # every doubling up to the cap fitted: the cap itself, else between
+        good, bad = (max_batch, None) if fits(max_batch) else (good, max_batch)
     while bad is not None and bad - good > 1:
         mid = (good + bad) // 2
         good, bad = (mid, bad) if fits(mid) else (good, mid)

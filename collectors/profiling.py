@@ -48,6 +48,7 @@ def _run_child(kind: str, spec: InputSpec, python: str, env: dict[str, str], out
     lines = (proc.stdout.read() if proc.stdout else "").strip().splitlines()
     if proc.wait() != 0 or not lines:
         said = next((line for line in reversed(tail) if any(ch.isalnum() for ch in line)), "no output")
+        detail = [line for line in tail if line.strip() and line.strip() != said.strip()]  # not said twice
         raise CollectError(f"the {kind} profile of {spec.folder} failed: {said.strip()}",
-                           detail="\n".join(tail), stage="run")
+                           detail="\n".join(tail) if detail else "", stage="run")
     return Path(lines[-1])

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from tests.oracle import nsys_steps, rows
 from tests.paths import INRUN_TRACE, RUNS, TINY
 from traceql.collectors.profile_format import validate
 
@@ -56,6 +59,66 @@ def test_compute_times_the_batches_that_fit(tiny_profiles: Path) -> None:
                for r in data["batches"])
 
 
+RECORDER = """
+
+_forward = forward_pass
+
+
+def forward_pass(model, inputs):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.txt"), "a") as f:
+        f.write(f"{inputs[0].shape[0]}\\n")
+    return _forward(model, inputs)
+"""
+
+
+def recording(tmp_path: Path) -> Path:
+    """A copy of the tiny model whose forward_pass appends the batch of each call to calls.txt beside it."""
+    model = Path(shutil.copytree(TINY, tmp_path / "model" / "tiny", ignore=shutil.ignore_patterns("__pycache__")))
+    with (model / "define_model.py").open("a") as f:
+        f.write(RECORDER)
+    return model
+
+
+def test_compute_runs_the_batches_warmup_and_iterations_asked(invoke, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--batches 16,256,2048 --warmup 2 --iterations 5``: the model ran 2 + 5 steps at each batch, in that
+    order (the forward passes it recorded), and the profile has exactly those batches, each of 5 iterations.
+    Each step of a batch 16 times larger does 16 times the arithmetic: its forward and backward take longer.
+    One thread, as torchrun gives each rank of a collection: several, on a CPU shared with other work, spend
+    more time waiting for each other than computing (tens of ms for the tiny model's smallest step)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the profiling process inherits it
+    model = recording(tmp_path)
+    result = invoke("profile", "compute", model, "--out", tmp_path / "p", "--batches", "16,256,2048",
+                    "--warmup", "2", "--iterations", "5")
+    assert result.exit_code == 0, result.stderr
+    calls = [int(x) for x in (model / "calls.txt").read_text().split()]
+    assert calls == [16] * 7 + [256] * 7 + [2048] * 7
+    data = load(tmp_path / "p" / "compute-cpu.json")
+    assert [(r["batch"], r["iterations"]) for r in data["batches"]] == [(16, 5), (256, 5), (2048, 5)]
+    for phase in ("forward_ms", "backward_ms"):
+        times = [r[phase] for r in data["batches"]]
+        assert times == sorted(times) and len(set(times)) == 3, (phase, times)
+
+
+@pytest.mark.parametrize("cap,tried", [(8, [1, 2, 4, 8]), (12, [1, 2, 4, 8, 12])])
+def test_memory_max_batch_bounds_the_search(invoke, tiny_profiles: Path, tmp_path: Path, cap: int,
+                                            tried: list[int]) -> None:
+    """Under the same limit, the search without --max-batch goes past 12 samples (tiny_profiles); with
+    ``--max-batch 8`` it tries 1, 2, 4 and 8 only (the forward passes the model recorded: batch 1 first, to
+    make the gradients and optimizer state) and reports 8; a cap that is no power of two is tried itself."""
+    free = load(tiny_profiles / "memory-cpu.json")
+    assert free["max_batch"] > 12
+    model = recording(tmp_path)
+    result = invoke("profile", "memory", model, "--out", tmp_path / "p", "--memory-limit", str(LIMIT),
+                    "--max-batch", str(cap))
+    assert result.exit_code == 0, result.stderr
+    data = load(tmp_path / "p" / "memory-cpu.json")
+    assert data["max_batch"] == cap and [(r["batch"], r["fits"]) for r in data["batches"]] == [
+        (b, True) for b in tried]
+    assert [int(x) for x in (model / "calls.txt").read_text().split()] == [1, *tried]
+    assert f"largest batch that fits: {cap}" in result.stdout
+
+
 def test_cli_prints_the_profile_and_refuses_bad_options(invoke, tmp_path: Path) -> None:
     model = tmp_path / "model" / "tiny"
     shutil.copytree(TINY, model, ignore=shutil.ignore_patterns("__pycache__"))
@@ -70,7 +133,8 @@ def test_cli_prints_the_profile_and_refuses_bad_options(invoke, tmp_path: Path) 
     missing = invoke("profile", "compute", tmp_path / "nowhere", "--out", tmp_path)
     assert missing.exit_code == 2 and missing.stderr.count("\n") == 1 and "no such input folder" in missing.stderr
     cpu = invoke("profile", "memory", TINY, "--out", tmp_path / "none")
-    assert cpu.exit_code != 0 and "needs --memory-limit" in cpu.stderr
+    # the search runs in a process of its own, which finds no GPU and stops: exit 6, "it ran and failed"
+    assert cpu.exit_code == 6 and "needs --memory-limit" in cpu.stderr and cpu.stderr.count("\n") == 1, cpu.stderr
     assert not (tmp_path / "none").exists()  # the folder made for it is gone with the failure
 
 
@@ -123,6 +187,67 @@ def test_buckets_from_gpu_traces(tmp_path: Path) -> None:
     assert old["bucket_bytes"] == [] and len(old["allreduce_ms"]) == 13 and "recorded no DDP buckets" in notes[0]
     assert 0 < new["exposed_comm_ms"] < new["step_ms"] and new["overlap_tax_ms"] >= 0
     assert data["comm_model"]["samples"] == 13
+
+
+def test_buckets_interconnect_names_the_link(invoke, tmp_path: Path) -> None:
+    """Without --interconnect, the runs' ranks all on one host (their results' ``host``) give ``intra-node``;
+    ``--interconnect`` names it instead, whatever the hosts."""
+    runs = [RUNS / "gpt2-b16-cap2-none", RUNS / "gpt2-b16-cap25-none"]
+    hosts = {json.loads(p.read_text())["host"] for run in runs for p in (run / "results").glob("rank*.json")}
+    assert len(hosts) == 1
+    for args, want in (((), "intra-node"), (("--interconnect", "nvlink4"), "nvlink4")):
+        out = tmp_path / want
+        result = invoke("profile", "buckets", *runs, "--out", out, *args)
+        assert result.exit_code == 0, result.stderr
+        [path] = out.glob("buckets-*.json")
+        assert load(path)["interconnect"] == want
+
+
+def test_bucket_all_reduce_times_are_the_nccl_kernels_of_the_last_rank(invoke, tmp_path: Path) -> None:
+    """GPT-2 on 2 x H200, batch 16, cap 25 MB: the all-reduce time ``profile buckets`` gives bucket k is the
+    median over the normal steps of the k-th NCCL AllReduce kernel's duration on the rank that came to it last.
+
+    That rank waited for nobody: its kernel is the shorter of the two (the other's also holds its wait), so the
+    oracle (sqlite3, each rank's ncclDevKernel_AllReduce kernels of each step_<i> range in launch order) takes
+    the shorter duration. Which rank came last is judged on the ranks' clocks brought together, whose ends of
+    one all-reduce agree within a few microseconds, not exactly: where the two kernels' durations lie within
+    CLOCK_NS of each other, either may be the last one's, and the figure lies between the medians of the two
+    choices. Every bucket also moves its bytes no faster than NVLink 4 can (450 GB/s a direction: a 2-rank ring
+    all-reduce sends each rank's whole bucket once)."""
+    clock_ns = 10_000
+    run = RUNS / "gpt2-b16-cap25-nsys"
+    result = invoke("profile", "buckets", run, "--out", tmp_path / "p")
+    assert result.exit_code == 0, result.stderr
+    [entry] = load(tmp_path / "p" / "buckets-nvidia-h200.json")["caps"]
+    durations: dict[tuple[int, int], list[int]] = defaultdict(list)  # (step, k) -> each rank's duration
+    for path in sorted((run / "traces").glob("*.sqlite")):
+        steps = nsys_steps(path)
+        by_step: dict[int, list[int]] = defaultdict(list)
+        for pid, corr, start, end in rows(path, """
+                SELECT (k.globalPid >> 24) & 16777215, k.correlationId, k.start, k."end"
+                FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                WHERE s.value LIKE 'ncclDevKernel_AllReduce%' ORDER BY k.start"""):
+            step = steps.get((pid, corr))
+            if step is not None and step[1] == "sync":
+                by_step[step[0]].append(end - start)
+        assert len({len(v) for v in by_step.values()}) == 1  # as many all-reduces in every step
+        for step, ds in by_step.items():
+            for k, d in enumerate(ds):
+                durations[(step, k)].append(d)
+    buckets = 1 + max(k for _, k in durations)
+    steps = sorted({s for s, _ in durations})
+    assert entry["buckets"] == len(entry["allreduce_ms"]) == len(entry["bucket_bytes"]) == buckets
+    exact = 0
+    for k in range(buckets):
+        pairs = [sorted(durations[(s, k)]) for s in steps]
+        assert all(len(p) == 2 for p in pairs)
+        low = statistics.median(p[0] for p in pairs)
+        high = statistics.median(p[1] if p[1] - p[0] <= clock_ns else p[0] for p in pairs)
+        got = entry["allreduce_ms"][k]
+        assert round(low / 1e6, 4) <= got <= round(high / 1e6, 4), (k, low, high, got)
+        exact += low == high
+        assert entry["bucket_bytes"][k] / (got / 1e3) <= 450e9, k
+    assert exact > buckets // 2  # most buckets are clear-cut: the figure is the shorter kernel's, exactly
 
 
 def test_merge_keeps_the_first_of_two_and_refuses_what_is_not_a_profile(invoke, tiny_profiles: Path,
