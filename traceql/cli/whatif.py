@@ -11,7 +11,6 @@ from traceql.cli.common import (
     Files,
     Format,
     FormatOption,
-    HtaCompatOption,
     ThresholdOption,
     console,
     emit_json,
@@ -30,14 +29,13 @@ def whatif(
     fmt: FormatOption = Format.table,
     threshold: ThresholdOption = PAIRED_FACTOR,
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps a run (the longest)", min=1)] = 12,
-    hta_compat: HtaCompatOption = False,
 ) -> None:
     """What each cause costs in step time: a replay of the run, without contention, without the straggler,
     and with communication serialized."""
     from traceql.commands.whatif import whatif as run_whatif
 
     with progress_bar("replaying…"):
-        result = run_whatif(files or None, baseline=baseline or None, threshold=threshold, hta_compat=hta_compat)
+        result = run_whatif(files or None, baseline=baseline or None, threshold=threshold)
     for text in result.notes:
         note(text)
     if fmt is Format.json:

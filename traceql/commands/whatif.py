@@ -17,11 +17,10 @@ def whatif(
     *,
     baseline: Sequence[str | Path] | None = None,
     threshold: float = PAIRED_FACTOR,
-    hta_compat: bool = False,
 ) -> WhatIfResult:
     """Replay every run of a trace from what its GPU activity and CPU launches waited for
     (``traceql.analyzers.replay``), and each normal step again without its slowdown cases (labelled as `detect`
     labels them: against ``baseline``, the trace's isolated steps, or the detector), without its straggler
     (named as `ranks` names it), and with communication serialized after computation. With no paths, the
     embedded example. Runs given together are each taken on their own."""
-    return what_if(request(paths, baseline=baseline, threshold=threshold, hta_compat=hta_compat))
+    return what_if(request(paths, baseline=baseline, threshold=threshold))
