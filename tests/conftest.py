@@ -30,6 +30,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_console(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with the console at its natural width and the global options at their defaults, and
+    leaves them so (no test depends on what an earlier one ran)."""
+    from traceql.cli import common
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    common.configure()
+    yield
+    common.configure()
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
@@ -37,11 +49,13 @@ def runner() -> CliRunner:
 
 @pytest.fixture
 def invoke(runner: CliRunner):
-    """Run the CLI in-process: ``invoke("info", path)`` → result with exit_code, stdout, stderr."""
+    """Run the CLI in-process: ``invoke("info", path)`` → result with exit_code, stdout, stderr. An exception
+    the command line does not turn into an error line fails the test with its traceback (CliRunner would
+    otherwise keep it in ``result.exception`` behind a bare exit code 1)."""
     from traceql.cli import app
 
     def _invoke(*args: object):
-        return runner.invoke(app, [str(a) for a in args])
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return _invoke
 

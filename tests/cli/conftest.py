@@ -9,7 +9,9 @@ from traceql.cli import common
 
 @pytest.fixture(params=[80, 100])
 def width(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """The console at 80 columns, then at 100."""
+    """The console at 80 columns, then at 100 (``COLUMNS``, as a terminal of that width; every command sets the
+    console's width from it)."""
+    monkeypatch.setenv("COLUMNS", str(request.param))
     monkeypatch.setattr(common.console, "width", request.param)
     return request.param
 
@@ -17,5 +19,6 @@ def width(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> in
 @pytest.fixture
 def narrow(monkeypatch: pytest.MonkeyPatch) -> int:
     """The console at 80 columns."""
+    monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setattr(common.console, "width", 80)
     return 80

@@ -79,10 +79,25 @@ WIDE = 400  # --wide: the width tables may take
 _settings = {"quiet": False, "told": False}  # told: an error line has been written
 
 
+def natural_width() -> int:
+    """The width to print at without ``--wide``: ``COLUMNS`` if set, else the terminal's, else 80."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream.isatty():
+                return os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):  # a stream without a descriptor (captured output)
+            continue
+    return 80
+
+
 def configure(*, wide: bool = False, quiet: bool = False) -> None:
-    """The global options: ``--wide`` lets tables take the width they need, ``--quiet`` hides progress."""
-    if wide:
-        console.width = WIDE
+    """The global options, set afresh by every command: ``--wide`` lets tables take the width they need (else
+    the natural width: one command's ``--wide`` never leaks into the next run in the same process), ``--quiet``
+    hides progress."""
+    console.width = WIDE if wide else natural_width()
     _settings["quiet"] = quiet
 F = TypeVar("F", bound=Callable[..., Any])
 
