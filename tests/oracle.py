@@ -147,3 +147,78 @@ def _aligned(seq: tuple, canonical: tuple) -> list[tuple[int, int]]:
     """(index in seq, index in canonical) pairs of their longest matching blocks."""
     blocks = difflib.SequenceMatcher(None, seq, canonical, autojunk=False).get_matching_blocks()
     return [(i + n, j + n) for i, j, size in blocks for n in range(size)]
+
+
+def kernel_groups(path: Path) -> list[dict]:
+    """The kernels of an nsys export (or run folder) grouped by demangled name (over every export), largest total
+    GPU time first: ``name, short, comm, count, total_ns`` — plain sqlite3 sums of ``end - start``."""
+    groups: dict[str, dict] = {}
+    for f in exports(path):
+        for name, short, n, total in rows(f, """
+                SELECT coalesce(d.value, s.value), s.value, count(*), sum(k."end" - k.start)
+                FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                LEFT JOIN StringIds d ON d.id = k.demangledName GROUP BY 1, 2"""):
+            g = groups.setdefault(name, {"name": name, "short": short, "count": 0, "total_ns": 0,
+                                         "comm": short.lower().startswith(("nccl", "rccl", "hccl"))})
+            g["count"] += n
+            g["total_ns"] += total
+    return sorted(groups.values(), key=lambda g: -g["total_ns"])
+
+
+NCCL_ALGORITHMS = ("COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS_TREE", "NVLS", "RING", "TREE", "PAT")
+NCCL_PROTOCOLS = ("LL128", "LL", "SIMPLE")
+
+
+def nccl_collective(name: str) -> str:
+    """``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` → ``AllReduce/RING/LL``: the word after the kernel family,
+    then the algorithm and the protocol the name carries (either may be absent: ``SendRecv``)."""
+    words = name.split("(")[0].split("_")
+    rest = "_" + "_".join(words[2:]) + "_"
+    algorithm = next((a for a in NCCL_ALGORITHMS if f"_{a}_" in rest), None)
+    protocol = next((p for p in NCCL_PROTOCOLS if f"_{p}_" in rest), None)
+    return "/".join(w for w in (words[1], algorithm, protocol) if w)
+
+
+def collectives(path: Path) -> dict[str, tuple[int, int]]:
+    """``collective → (count, total ns)`` of the communication kernels of an nsys export (or run folder)."""
+    out: dict[str, tuple[int, int]] = {}
+    for g in kernel_groups(path):
+        if g["comm"]:
+            n, total = out.get(nccl_collective(g["short"]), (0, 0))
+            out[nccl_collective(g["short"])] = (n + g["count"], total + g["total_ns"])
+    return out
+
+
+def step_ranges(path: Path) -> dict[tuple[int, int, str], tuple[int, int]]:
+    """``(process id, step, kind) → (start, end)`` of the NVTX ``step_<i>[_nosync]`` ranges of an nsys export
+    (or run folder); kind ``sync``, or ``isolated`` for ``_nosync``."""
+    out = {}
+    for f in exports(path):
+        for pid, start, end, text in rows(f, """
+                SELECT (n.globalTid >> 24) & 16777215, n.start, n."end", coalesce(n.text, s.value)
+                FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType = 59"""):
+            m = STEP_NAME.match(text or "")
+            if m:
+                out[(pid, int(m.group(1)), "isolated" if m.group(2) else "sync")] = (start, end)
+    return out
+
+
+GPU_ACTIVITY = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def step_gpu_extents(path: Path) -> dict[tuple[int, int, str], tuple[int, int]]:
+    """``(process id, step, kind) → (first start, last end)`` of the GPU activities (kernels, memory copies and
+    sets) each step launched, by :func:`nsys_steps`' attribution."""
+    out: dict[tuple[int, int, str], tuple[int, int]] = {}
+    for f in exports(path):
+        tables = {r[0] for r in rows(f, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in (t for t in GPU_ACTIVITY if t in tables):  # an export has no table of what it never saw
+            steps = nsys_steps(f, table)
+            for pid, corr, start, end in rows(f, f"""
+                    SELECT (globalPid >> 24) & 16777215, correlationId, start, "end" FROM {table}"""):
+                step = steps.get((pid, corr))
+                if step is not None:
+                    key = (pid, *step)
+                    first, last = out.get(key, (start, end))
+                    out[key] = (min(first, start), max(last, end))
+    return out

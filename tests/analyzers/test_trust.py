@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.paths import SHARED
 from traceql.analyzers.baselines.physical import TICKS, clock_ticks
 from traceql.analyzers.baselines.replicas import replica_groups
 from traceql.analyzers.detection.detector import SlowdownDetector
@@ -19,8 +20,8 @@ from traceql.labelling.inputs import read_timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED = ROOT / "datasets/default/gpt2-nsys"
-PUBLIC = ROOT.parent / "shared/datasets/public/hta-kineto"
-CORPUS = ROOT.parent / "shared/datasets/h200-ddp/nsys"
+PUBLIC = SHARED / "public/hta-kineto"
+CORPUS = SHARED / "h200-ddp/nsys"
 HTA = ["trace_filter", "trace_diff/control", "trace_diff/test", "negative_queue_length_values_check",
        "nccl_parser_config"]
 DETECTOR_KINDS = {"clean", "borrowed", "corrected", "contaminated", "none"}

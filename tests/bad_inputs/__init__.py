@@ -73,16 +73,17 @@ def make_report(tmp: Path) -> Path:
     return p
 
 
-CASES: list[tuple[Callable[[Path], Path], str]] = [
-    (make_missing, "no such file or directory"),
-    (make_empty_dir, "directory holds no traces"),
-    (make_text, "not a trace traceql can read"),
-    (make_empty, "empty file (0 bytes)"),
-    (make_truncated, "truncated SQLite database"),
-    (make_not_nsys, "not an Nsight Systems export"),
-    (make_no_kernel_table, "was it run with `-t cuda`?"),
-    (make_empty_kernel_table, "did the capture range ever start"),
-    (make_report, "nsys export --type sqlite"),
+# (maker, phrase of the error line, exit code: 2 unreadable input, 3 a trace missing what is needed — docs/inputs.md)
+CASES: list[tuple[Callable[[Path], Path], str, int]] = [
+    (make_missing, "no such file or directory", 2),
+    (make_empty_dir, "directory holds no traces", 2),
+    (make_text, "not a trace traceql can read", 2),
+    (make_empty, "empty file (0 bytes)", 2),
+    (make_truncated, "truncated SQLite database", 2),
+    (make_not_nsys, "not an Nsight Systems export", 2),
+    (make_no_kernel_table, "was it run with `-t cuda`?", 3),
+    (make_empty_kernel_table, "did the capture range ever start", 3),
+    (make_report, "nsys export --type sqlite", 2),
 ]
 
-CASE_IDS = [make.__name__[5:] for make, _ in CASES]
+CASE_IDS = [make.__name__[5:] for make, _, _ in CASES]

@@ -5,7 +5,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.bad_inputs.scenario import KINETO, Scenario, case, detect, kernels_only, kineto_copy, kineto_events
+from tests.bad_inputs.scenario import (
+    KINETO,
+    Scenario,
+    case,
+    detect,
+    kernels_only,
+    kineto_compute,
+    kineto_copy,
+    kineto_events,
+    kineto_kernels,
+)
+
+
+def _seventh(e: dict) -> bool:
+    """The kernels the cases below damage: one in seven, by correlation id."""
+    return e["args"]["correlation"] % 7 == 0
+
+
+NO_TIME = "rows dropped with no start or end time"
 
 # --- Kineto JSON ---------------------------------------------------------------------------------------------
 
@@ -26,7 +44,7 @@ def truncated_json(tmp: Path) -> Scenario:
 def truncated_gzip(tmp: Path) -> Scenario:
     path = tmp / "rank0.json.gz"
     path.write_bytes(KINETO.read_bytes()[:20_000])
-    return detect(path, 2, "")
+    return detect(path, 2, "corrupt gzip (Compressed file ended before the end-of-stream marker was reached)")
 
 
 @case("kineto")
@@ -77,32 +95,32 @@ def kernels_without_dur(tmp: Path) -> Scenario:
 @case("kineto")
 def negative_dur(tmp: Path) -> Scenario:
     path = kineto_copy(tmp, kernels_only(lambda e: {**e, "dur": -abs(e["dur"]) if e["ts"] % 3 < 1 else e["dur"]}))
-    return detect(path, 0, "rows dropped with an end before its start")
+    negative = kineto_kernels(lambda e: e["ts"] % 3 < 1 and e["dur"] != 0)  # under 1 µs included: -0.7 µs is < 0
+    return detect(path, 0, f"kernels: {negative:,} rows dropped with an end before its start")
 
 
 @case("kineto")
 def text_timestamps(tmp: Path) -> Scenario:
-    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": "soon"} if e["args"]["correlation"] % 7 == 0 else e))
-    return detect(path, 0, "rows dropped with no start or end time")
+    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": "soon"} if _seventh(e) else e))
+    return detect(path, 0, f"kernels: {kineto_kernels(_seventh):,} {NO_TIME}")
 
 
 @case("kineto")
 def huge_timestamps(tmp: Path) -> Scenario:
-    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": 1e300} if e["args"]["correlation"] % 7 == 0 else e))
-    return detect(path, 0, "rows dropped with no start or end time")
+    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": 1e300} if _seventh(e) else e))
+    return detect(path, 0, f"kernels: {kineto_kernels(_seventh):,} {NO_TIME}")
 
 
 @case("kineto")
 def huge_durations(tmp: Path) -> Scenario:
-    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "dur": 10**25} if e["args"]["correlation"] % 7 == 0 else e))
-    return detect(path, 0, "rows dropped with no start or end time")
+    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "dur": 10**25} if _seventh(e) else e))
+    return detect(path, 0, f"kernels: {kineto_kernels(_seventh):,} {NO_TIME}")
 
 
 @case("kineto")
 def nan_timestamps(tmp: Path) -> Scenario:
-    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": float("nan")} if e["args"]["correlation"] % 7 == 0
-                                         else e))
-    return detect(path, 0, "rows dropped with no start or end time")
+    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "ts": float("nan")} if _seventh(e) else e))
+    return detect(path, 0, f"kernels: {kineto_kernels(_seventh):,} {NO_TIME}")
 
 
 @case("kineto")
@@ -110,23 +128,24 @@ def every_event_twice(tmp: Path) -> Scenario:
     data = kineto_events()
     path = tmp / "rank0.json"
     path.write_text(json.dumps({**data, "traceEvents": data["traceEvents"] * 2}))
-    return detect(path, 0, "exact duplicate rows dropped")
+    return detect(path, 0, f"kernels: {kineto_kernels():,} exact duplicate rows dropped")
 
 
 @case("kineto")
 def args_not_an_object(tmp: Path) -> Scenario:
-    return detect(kineto_copy(tmp, kernels_only(lambda e: {**e, "args": 5})), 0, "")
+    return detect(kineto_copy(tmp, kernels_only(lambda e: {**e, "args": 5})), 0, "", shows=kineto_compute())
 
 
 @case("kineto")
 def grid_not_a_list(tmp: Path) -> Scenario:
-    return detect(kineto_copy(tmp, kernels_only(lambda e: {**e, "args": {**e["args"], "grid": "wide"}})), 0, "")
+    path = kineto_copy(tmp, kernels_only(lambda e: {**e, "args": {**e["args"], "grid": "wide"}}))
+    return detect(path, 0, "", shows=kineto_compute())
 
 
 @case("kineto")
 def odd_device_and_stream(tmp: Path) -> Scenario:
     path = kineto_copy(tmp, kernels_only(lambda e: {**e, "args": {**e["args"], "device": "gpu0", "stream": [1]}}))
-    return detect(path, 0, "")
+    return detect(path, 0, "", shows=kineto_compute())
 
 
 @case("kineto")

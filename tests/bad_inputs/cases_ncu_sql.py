@@ -53,7 +53,9 @@ def raw_page_in_microseconds(tmp: Path) -> Scenario:
     cells[header.index("gpu__time_duration.sum")] = "usecond"
     lines[units] = '","'.join(cells)
     (tmp / "raw.csv").write_text("\n".join(lines))
-    return Scenario(["info", tmp / "raw.csv"], 0, "", None, [tmp / "raw.csv"])
+    launches = len(lines) - units - 1  # a row per profiled launch below the units
+    return Scenario(["info", tmp / "raw.csv"], 0, "", None, [tmp / "raw.csv"],
+                    shows=f"Nsight Compute metrics: {launches} profiled launches")
 
 
 @case("ncu")

@@ -14,41 +14,45 @@ PROFILES = TINY.parent / "profiles" / "gpt2"
 # --- query results: endless, huge, nested, binary, of types polars lacks -----------------------------------------
 
 
-def query(tmp: Path, sql: str, *more: object, code: int = 0, phrase: str = "") -> Scenario:
+def query(tmp: Path, sql: str, *more: object, shows: str) -> Scenario:
+    """``sql`` over a copy of the isolated run's export: shown (exit 0) as ``shows`` says."""
     path = sqlite_copy(tmp)
-    return Scenario(["query", path, sql, *more], code, phrase, None, [path], timeout=60)
+    return Scenario(["query", path, sql, *more], 0, "", None, [path], timeout=60, shows=shows)
 
 
 @case("query")
 def table_of_an_endless_result(tmp: Path) -> Scenario:
     """A table shows 5 rows: the other hundred billion are never computed."""
-    return query(tmp, "SELECT * FROM range(100000000000)", "--limit", "5")
+    return query(tmp, "SELECT * FROM range(100000000000)", "--limit", "5",
+                 shows="    4\n… more rows (use --format csv/json/parquet or --output for all)\n")
 
 
 @case("query")
 def table_of_a_hundred_megabyte_value(tmp: Path) -> Scenario:
-    return query(tmp, "SELECT repeat('x', 100000000) AS big")
+    return query(tmp, "SELECT repeat('x', 100000000) AS big", shows="more characters: --format csv or json")
 
 
 @case("query")
 def csv_of_lists_and_structs(tmp: Path) -> Scenario:
-    return query(tmp, "SELECT [1, 2] AS l, {'a': [3]} AS s, list(name) AS names FROM kernels", "-f", "csv")
+    return query(tmp, "SELECT [1, 2] AS l, {'a': [3]} AS s, list(name) AS names FROM kernels", "-f", "csv",
+                 shows='l,s,names\n"[1, 2]","{""a"": [3]}","[""')
 
 
 @case("query")
 def json_of_bytes_in_a_list(tmp: Path) -> Scenario:
-    return query(tmp, "SELECT ['x'::BLOB] AS b, 'y'::BLOB AS c", "-f", "json")
+    return query(tmp, "SELECT ['x'::BLOB] AS b, 'y'::BLOB AS c", "-f", "json",
+                 shows='[{"b": ["78"], "c": "79"}]')  # the bytes in hex
 
 
 @case("query")
 def table_of_intervals_and_bits(tmp: Path) -> Scenario:
     return query(tmp, "SELECT INTERVAL 3 DAY AS i, [INTERVAL 1 HOUR] AS l, BITSTRING '0101' AS b, "
-                      "union_value(k := 1) AS u")
+                      "union_value(k := 1) AS u", shows="3 days  ['01:00:00']  0101  1\n")
 
 
 @case("query")
 def table_of_engine_settings(tmp: Path) -> Scenario:
-    return query(tmp, "SELECT * FROM duckdb_settings()")
+    return query(tmp, "SELECT * FROM duckdb_settings()", shows="-- row 1 --\nname         ")  # as records
 
 
 @case("query")

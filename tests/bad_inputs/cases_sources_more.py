@@ -7,7 +7,17 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tests.bad_inputs.scenario import KERNELS, Scenario, case, detect, kineto_copy, named, sqlite_copy
+from tests.bad_inputs.scenario import (
+    KERNELS,
+    Scenario,
+    case,
+    detect,
+    kineto_compute,
+    kineto_copy,
+    named,
+    sqlite_copy,
+    sqlite_count,
+)
 from tests.paths import DDP_FILES, SINGLE_FILE
 
 # --- step numbers and ranks past what the model holds ------------------------------------------------------------
@@ -16,14 +26,17 @@ from tests.paths import DDP_FILES, SINGLE_FILE
 @case("sources")
 def nvtx_step_past_32_bits(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = 'step_3000000000' WHERE text = 'step_3'")
-    return detect(path, 0, "step ranges ignored with a step number past 2,147,483,647 (e.g. step_3000000000)")
+    n = sqlite_count("SELECT count(*) FROM NVTX_EVENTS WHERE text = 'step_3'")
+    return detect(path, 0, f"nvtx: {n} step ranges ignored with a step number past 2,147,483,647 "
+                           "(e.g. step_3000000000)")
 
 
 @case("sources")
 def nvtx_step_of_a_hundred_digits(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = 'step_' || replace(printf('%.100d', 0), '0', '9') "
                             "WHERE text LIKE 'step_%'")
-    return detect(path, 0, "step ranges ignored with a step number past")
+    n = sqlite_count("SELECT count(*) FROM NVTX_EVENTS WHERE text LIKE 'step_%'")
+    return detect(path, 0, f"nvtx: {n} step ranges ignored with a step number past 2,147,483,647 (e.g. step_999")
 
 
 def _rank(value: object) -> dict:
@@ -88,7 +101,7 @@ def input_with_a_nul_character(tmp: Path) -> Scenario:
 def kineto_with_a_byte_order_mark(tmp: Path) -> Scenario:
     path = kineto_copy(tmp)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    return Scenario(["detect", path], 0, "", None, [path])
+    return Scenario(["detect", path], 0, "", None, [path], shows=kineto_compute())
 
 
 @case("sources")
@@ -99,7 +112,7 @@ def kineto_gzip_with_a_byte_order_mark(tmp: Path) -> Scenario:
     gz = tmp / "rank0.json.gz"
     gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + path.read_bytes()))
     path.unlink()
-    return Scenario(["detect", gz], 0, "", None, [gz])
+    return Scenario(["detect", gz], 0, "", None, [gz], shows=kineto_compute())
 
 
 @case("sources")
@@ -108,7 +121,7 @@ def kineto_number_of_5000_digits(tmp: Path) -> Scenario:
     text = path.read_text()
     at = text.index('"ts": ', text.index('"cat": "kernel"'))  # a kernel's start
     path.write_text(text[:at] + '"ts": ' + "9" * 5000 + ', "was": ' + text[at + 6:])
-    return detect(path, 0, "1 rows dropped with no start or end time")
+    return detect(path, 0, "kernels: 1 rows dropped with no start or end time")
 
 
 # --- damaged or foreign values in an nsys export ------------------------------------------------------------------
@@ -127,30 +140,37 @@ def damaged_page_in_the_kernel_table(tmp: Path) -> Scenario:
     return detect(path, 2, "damaged SQLite database")
 
 
-# (case, SQL that damages the export, the warning detect gives; it labels what is left, exit 0)
-EDITS: list[tuple[str, str, str]] = [
-    ("dangling_name_ids", f"UPDATE {KERNELS} SET shortName = 999999999, demangledName = 999999999 "
-     "WHERE rowid % 20 = 0", "name string ids that its StringIds table lacks"),
-    ("device_id_past_32_bits", f"UPDATE {KERNELS} SET deviceId = 5000000000 WHERE rowid % 50 = 0",
-     "values of device out of its range kept as NULL"),
-    ("grid_past_32_bits", f"UPDATE {KERNELS} SET gridX = 9000000000 WHERE rowid % 50 = 0",
-     "values of grid_x out of its range kept as NULL"),
-    ("time_past_64_bits", f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775807 '
-     "WHERE rowid % 50 = 0", "a duration out of range"),
-    ("names_not_utf8", "UPDATE StringIds SET value = value || CAST(x'e9fffe' AS TEXT) WHERE id % 7 = 0",
-     "hold bytes that are not UTF-8: read from a temporary copy"),
+# (case, table, SQL that damages rows of it, which rows, the warning detect gives after the table and their
+# count; it labels what is left, exit 0)
+EDITS: list[tuple[str, str, str, str, str]] = [
+    ("dangling_name_ids", KERNELS, "SET shortName = 999999999, demangledName = 999999999", "rowid % 20 = 0",
+     "kernels: {n:,} kernels name string ids that its StringIds table lacks (e.g. 999999999)"),
+    ("device_id_past_32_bits", KERNELS, "SET deviceId = 5000000000", "rowid % 50 = 0",
+     "kernels: {n:,} values of device out of its range kept as NULL (e.g. 5000000000)"),
+    ("grid_past_32_bits", KERNELS, "SET gridX = 9000000000", "rowid % 50 = 0",
+     "kernels: {n:,} values of grid_x out of its range kept as NULL (e.g. 9000000000)"),
+    ("time_past_64_bits", KERNELS, 'SET "end" = 9223372036854775807, start = -9223372036854775807',
+     "rowid % 50 = 0", "kernels: {n:,} rows dropped with a duration out of range"),
+    ("names_not_utf8", "StringIds", "SET value = value || CAST(x'e9fffe' AS TEXT)", "id % 7 = 0",
+     "{n:,} text values (names, NVTX ranges) hold bytes that are not UTF-8: read from a temporary copy"),
 ]
 
 
-for _name, _statement, _phrase in EDITS:
-    named("sources", _name, lambda tmp, sql=_statement, p=_phrase: detect(sqlite_copy(tmp, sql), 0, p))
+def _edited(tmp: Path, table: str, change: str, where: str, phrase: str) -> Scenario:
+    n = sqlite_count(f"SELECT count(*) FROM {table} WHERE {where}")
+    return detect(sqlite_copy(tmp, f"UPDATE {table} {change} WHERE {where}"), 0, phrase.format(n=n))
+
+
+for _name, *_edit in EDITS:
+    named("sources", _name, lambda tmp, e=tuple(_edit): _edited(tmp, *e))
 
 
 @case("sources")
 def nvtx_text_in_latin_1(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = CAST(x'e9' AS TEXT) || text WHERE text IS NOT NULL")
-    return Scenario(["detect", path], 0, "text values (names, NVTX ranges) hold bytes that are not UTF-8", None,
-                    [path], [tmp / "report.sqlite-journal"])
+    n = sqlite_count("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL")
+    return Scenario(["detect", path], 0, f"{n:,} text values (names, NVTX ranges) hold bytes that are not UTF-8",
+                    path, [path], [tmp / "report.sqlite-journal"])
 
 
 @case("sources")

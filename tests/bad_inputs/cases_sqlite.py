@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.bad_inputs.scenario import KERNELS, LOOSE, Scenario, case, detect, sqlite_copy
+from tests.bad_inputs.scenario import KERNELS, LOOSE, Scenario, case, compute_kernels, detect, kernel_rows, sqlite_copy
 from tests.paths import SINGLE_FILE
 
 # --- SQLite exports ------------------------------------------------------------------------------------------
@@ -70,13 +70,13 @@ def every_start_missing(tmp: Path) -> Scenario:
 @case("sqlite")
 def some_starts_missing(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, *LOOSE, f"UPDATE {KERNELS} SET start = NULL WHERE rowid % 50 = 0")
-    return detect(path, 0, "rows dropped with no start or end time")
+    return detect(path, 0, f"kernels: {kernel_rows('rowid % 50 = 0'):,} rows dropped with no start or end time")
 
 
 @case("sqlite")
 def some_end_before_start(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, f'UPDATE {KERNELS} SET "end" = start - 1000 WHERE rowid % 40 = 0')
-    return detect(path, 0, "rows dropped with an end before its start")
+    return detect(path, 0, f"kernels: {kernel_rows('rowid % 40 = 0'):,} rows dropped with an end before its start")
 
 
 @case("sqlite")
@@ -87,7 +87,7 @@ def every_end_before_start(tmp: Path) -> Scenario:
 @case("sqlite")
 def every_row_twice(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, f"INSERT INTO {KERNELS} SELECT * FROM {KERNELS}")
-    return detect(path, 0, "exact duplicate rows dropped")
+    return detect(path, 0, f"kernels: {kernel_rows('1'):,} exact duplicate rows dropped")
 
 
 @case("sqlite")
@@ -111,17 +111,20 @@ def huge_real_in_a_time_column(tmp: Path) -> Scenario:
 def dangling_string_ids(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, f"UPDATE {KERNELS} SET shortName = 999999999, demangledName = 999999999 "
                             "WHERE rowid % 20 = 0")
-    return detect(path, 0, "")
+    return detect(path, 0, f"kernels: {kernel_rows('rowid % 20 = 0'):,} kernels name string ids that its StringIds "
+                           "table lacks (e.g. 999999999): kept, named <unknown string ID>")
 
 
 @case("sqlite")
 def wal_mode(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp, "PRAGMA journal_mode=WAL")
-    return Scenario(["detect", path], 0, "WAL mode; read from a temporary copy", None, [path],
+    return Scenario(["detect", path], 0, "WAL mode; read from a temporary copy", path, [path],
                     [tmp / "report.sqlite-wal", tmp / "report.sqlite-shm"])
 
 
 @case("sqlite")
 def garbage_step_names(tmp: Path) -> Scenario:
+    """Ranges named step_x are no steps: every kernel is read and labelled, no step is shown."""
     path = sqlite_copy(tmp, "UPDATE NVTX_EVENTS SET text = 'step_x' WHERE text LIKE 'step_%'")
-    return detect(path, 0, "")
+    return detect(path, 0, "", shows=f"0 slowdown cases among {compute_kernels():,} compute kernels",
+                  forbid="lost per step")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.oracle import count, nsys_steps, rows
-from tests.paths import DDP_TRACE, NSYS
+from tests.paths import DDP_FILE, DDP_TRACE, NSYS, RUNS
 
 CAP25, CAP2 = NSYS / "gpt2_ddp2_cap25.sqlite", NSYS / "gpt2_ddp2_cap2.sqlite"
 KEYS = {"before", "after", "step_time", "ranks", "kernels", "kernel_totals", "new", "removed", "verdict", "notes"}
@@ -80,6 +80,25 @@ def test_fail_above_is_exit_1_above_the_threshold(invoke, args: tuple, code: int
         assert result.stderr.count("\n") == 1 and "above --fail-above" in result.stderr
 
 
+def test_tolerance_moves_the_verdict_around_the_change(invoke) -> None:
+    """Rank 0 of the embedded run (cap 25 MB) against rank 0 of the cap 2 MB in-run collection: the verdict is
+    ``no change`` within ±``--tolerance`` of the median step time's change (sqlite3's), else the change's
+    direction; ``--fail-above`` below the change fails either way (the tolerance does not move it)."""
+    after = next((RUNS / "gpt2-cap2-inrun-nsys" / "traces").glob("*_rank0.sqlite"))
+    before_ns, after_ns = median_step_ns(DDP_FILE), median_step_ns(after)
+    change = 100 * (after_ns - before_ns) / before_ns
+    assert abs(change) > 0.01  # a change to be within or beyond
+    direction = "improved" if change < 0 else "regressed"
+    for tolerance, verdict in ((abs(change) / 2, direction), (abs(change) * 2, "no change")):
+        result = invoke("diff", DDP_FILE, after, "--tolerance", f"{tolerance:.4f}", "--format", "json",
+                        "--fail-above", f"{change - abs(change) / 2:.4f}")
+        assert result.exit_code == 1 and "above --fail-above" in result.stderr
+        data = json.loads(result.stdout)
+        assert data["step_time"]["change_pct"] == pytest.approx(change, abs=1e-3)
+        assert data["verdict"]["verdict"] == verdict
+        assert data["verdict"]["tolerance_pct"] == pytest.approx(tolerance, abs=1e-4)
+
+
 @pytest.mark.corpus
 def test_table_fits_80_columns(invoke, narrow) -> None:
     out = invoke("diff", CAP25, CAP2, "--top", "5").stdout
@@ -95,7 +114,7 @@ def test_bad_input_is_one_line(invoke, tmp_path: Path) -> None:
     bad.write_text("this is a text file, not a trace\n")
     for args in ((bad, DDP_TRACE), (DDP_TRACE, bad)):
         result = invoke("diff", *args)
-        assert result.exit_code not in (0, None) and result.stdout == ""
+        assert result.exit_code == 2 and result.stdout == ""  # unreadable input
         assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"error: {bad}:"), result.stderr
 
 

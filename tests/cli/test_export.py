@@ -31,7 +31,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, objec
 
     path = tmp_path_factory.mktemp("perfetto") / "trace.json"
     result = CliRunner().invoke(app, ["export", "perfetto", str(DDP_TRACE), "--baseline", str(SINGLE_TRACE),
-                                      "-o", str(path)])
+                                      "-o", str(path)], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     return path, path.read_text(), result
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -121,7 +123,7 @@ def test_info_on_metrics_alone_names_them(invoke) -> None:
 
 
 def test_metrics_show_in_the_table(invoke) -> None:
-    text = invoke("detect", DDP_TRACE, "--metrics", RUNS / "gpt2-ncu").stdout
+    text = " ".join(invoke("detect", DDP_TRACE, "--metrics", RUNS / "gpt2-ncu").stdout.split())  # lines folded at 80
     assert "Nsight Compute: 100.0% of the profiled launches matched a kernel" in text
     assert "median SM throughput" in text
 
@@ -135,8 +137,21 @@ def test_several_runs_keep_their_top_signatures_apart(invoke) -> None:
     assert header.split()[0] == "run" and "gpt2-inrun-nsys" in table
 
 
-def test_run_folders_are_not_committed() -> None:
-    assert "runs/" in (ROOT / ".gitignore").read_text().split()
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists() or shutil.which("git") is None, reason="not a git checkout")
+def test_collected_runs_are_ignored_and_the_shipped_runs_are_not() -> None:
+    """What `traceql collect --out runs/...` writes at the top (docs/commands/collect.md) is never committed; the
+    shipped runs of datasets/runs/ are tracked, and a run added there is not ignored."""
+    collected = ["runs/gpt2-nsys/manifest.json", "runs/gpt2-nsys/traces/gpt2-nsys_rank0.sqlite"]
+    shipped = _git("ls-files", "--", "datasets/runs").stdout.splitlines()
+    assert len(shipped) > 100 and "datasets/runs/gpt2-straggler-nsys/manifest.json" in shipped
+    new = "datasets/runs/new-run/manifest.json"
+    ignored = _git("check-ignore", "--no-index", "--", *collected, *shipped, new)
+    assert ignored.returncode in (0, 1), ignored.stderr  # 1: none of them is ignored
+    assert ignored.stdout.splitlines() == collected
 
 
 def test_a_wide_query_result_becomes_records(invoke, width: int) -> None:

@@ -27,7 +27,7 @@ def torch_run(tmp_path_factory) -> tuple[Path, object]:
 
     out = tmp_path_factory.mktemp("runs") / "tiny-torch"
     result = CliRunner().invoke(app, ["collect", str(TINY), "--profiler", "torch", "--out", str(out),
-                                      "--timeout", "120"])
+                                      "--timeout", "120"], catch_exceptions=False)
     return out, result
 
 
@@ -108,20 +108,26 @@ def test_timing_only_collection(invoke, tmp_path: Path) -> None:
     assert detect.exit_code == 2 and "collected with --profiler none" in detect.stderr
 
 
+SLEEP_MS = 300  # > 25x a normal step of the tiny model: median 11 ms over 3 runs (30 steps) on 2 shared cores
+
+
 def test_an_injected_straggler_sleeps_and_the_other_rank_waits(invoke, tmp_path: Path) -> None:
     """On CPU with gloo: rank 1 sleeps 300 ms at the start of window steps 2 and 4; rank 0 waits for it in
-    the gradients' all-reduce, so both ranks' steps 2 and 4 last the sleep, the others do not."""
+    the gradients' all-reduce, so both ranks' steps 2 and 4 last the sleep, the others do not. Rank 0's wait
+    is the sleep less how much later its step began than rank 1's: 90 % of the sleep tells the steps apart."""
     out = tmp_path / "tiny-straggler"
     result = invoke("collect", TINY, "--profiler", "none", "--out", out,
-                    "--set", 'straggler={"rank": 1, "steps": [2, 4], "sleep_ms": 300}')
+                    "--set", f'straggler={{"rank": 1, "steps": [2, 4], "sleep_ms": {SLEEP_MS}}}')
     assert result.exit_code == 0, result.stderr
     for rank in (0, 1):
         times = json.loads((out / "results" / f"rank{rank}.json").read_text())["step_times_ms"]
         window = {t["step"]: t["ms"] for t in times if t["window"]}
+        print(f"rank {rank} step ms: {window}")
         assert sorted(window) == [0, 1, 2, 3, 4]
-        assert all((window[i] >= 300) == (i in (2, 4)) for i in window), (rank, window)
+        assert all((window[i] >= 0.9 * SLEEP_MS) == (i in (2, 4)) for i in window), (rank, window)
+        assert rank == 0 or min(window[2], window[4]) >= SLEEP_MS, window  # rank 1 slept it whole
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["input"]["local_config"]["straggler"] == {"rank": 1, "steps": [2, 4], "sleep_ms": 300}
+    assert manifest["input"]["local_config"]["straggler"] == {"rank": 1, "steps": [2, 4], "sleep_ms": SLEEP_MS}
 
 
 def _variant(tmp_path: Path, *, model: str | None = None, local: dict | None = None,
@@ -256,21 +262,3 @@ def test_bad_launch_options(invoke, tmp_path: Path, args: list[str], phrase: str
     result = invoke("collect", TINY, *args, "--out", out)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and phrase in result.stderr, result.stderr
     assert not out.exists()
-
-
-@pytest.mark.parametrize("example", ["gpt2-fsdp2", "block-tp"])
-def test_a_model_that_is_not_ddp_collects_without_isolated_steps(invoke, tmp_path: Path, example: str) -> None:
-    """FSDP2 and tensor parallelism communicate in every step (no ``no_sync``): on 2 gloo ranks under
-    torch.profiler the collection trains them, runs no isolated step, and says why in the manifest and on
-    stderr; the same folder with ``world_size=1`` is the isolated run of the same shapes."""
-    out = tmp_path / example
-    result = invoke("collect", TINY.parent / example, "--profiler", "torch", "--out", out, "--timeout", "240")
-    assert result.exit_code == 0, result.stderr
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "complete" and manifest["world_size"] == 2
-    assert all(r["isolated_steps"] == 0 and r["window"]["isolated_before"] == [] for r in manifest["ranks"])
-    assert len(manifest["notes"]) == 1 and "no isolated steps" in manifest["notes"][0]
-    assert "--set world_size=1" in manifest["notes"][0] and "note: no isolated steps" in result.stderr
-    events = json.loads(gzip.decompress((out / "traces" / f"{example}_rank0.json.gz").read_bytes()))["traceEvents"]
-    names = {e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step_")}
-    assert len(names) == 3 and not any(n.endswith("_nosync") for n in names)  # the 3 active steps, none isolated

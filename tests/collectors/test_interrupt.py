@@ -113,7 +113,9 @@ def test_an_interrupt_stops_every_rank_and_writes_the_manifest(tmp_path: Path, s
     assert proc.returncode == 130, err
     assert err.count("\n") == 1 and "interrupted" in err and sig.name in err, err
     assert "every rank stopped (manifest.json status 'interrupted')" in err
-    assert took < 15, took
+    # not the ranks' 600 s sleep: median 1.4 s over 3 runs of each signal on 2 shared cores; 30 s is > 20x
+    print(f"[{sig.name}] collect exited {took:.2f} s after the signal")
+    assert took < 30, took
     assert not _all_gone(launched), "left running"
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["interrupted"]["signal"] == sig.name
@@ -203,5 +205,8 @@ def test_stop_kills_what_ignores_sigterm_after_the_grace_period(tmp_path: Path) 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert left == [] and proc.returncode is not None and 0.9 < took < 5, (left, took)
+    # the grace waited (never less), then the child killed rather than waited for (its sleep is 600 s): median
+    # 1.04 s over 3 runs on 2 shared cores; 30 s is > 20x
+    print(f"stop() took {took:.2f} s with a grace of 1 s")
+    assert left == [] and proc.returncode is not None and 0.9 < took < 30, (left, took)
     assert not _all_gone({pid}, limit=5), "the child that ignored SIGTERM is still there"

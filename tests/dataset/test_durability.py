@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from traceql.dataset.store import Dataset
 FIRST, SECOND, THIRD = SINGLE_TRACE, DDP_TRACE, INRUN_TRACE  # the entry already there, the one written, a rival
 POINTS = ("staged", "locked", "moved", "recorded")
 WAIT_S = 90  # for a step of a writer to be reached; a step takes seconds
-STAGED_DELAY_S = 8  # a writer asleep with its entry staged, while another runs whole (about 3 s)
+STAGED_DELAY_S = 8  # a writer asleep with its entry staged, until the test holds it there (SIGSTOP)
 
 
 def add(root: Path, *sources: Path, fault: str | None = None, delay: str | None = None,
@@ -172,17 +173,21 @@ def test_a_writer_waits_for_one_that_holds_the_lock(point: str, first: Path, tmp
 
 
 def test_a_staged_entry_survives_another_writers_cleanup(first: Path, tmp_path: Path) -> None:
-    """The slow writer sleeps with its entry staged (outside the lock); the other one runs whole meanwhile, its
-    cleanup included: the staged file is not taken for an abandoned one, both are recorded."""
+    """The slow writer is held with its entry staged (outside the lock: asleep there, then stopped with SIGSTOP
+    so that it stays there however long the other takes); the other one runs whole meanwhile, its cleanup
+    included: the staged file is not taken for an abandoned one, both are recorded."""
     root = copy_of(first, tmp_path)
     slow = add(root, SECOND, delay=f"staged:{STAGED_DELAY_S}", wait=False)
-    staged_at = until(lambda: staged_files(root), "the slow writer's staged entry")
-    fast = add(root, THIRD)
-    assert fast.returncode == 0, fast.stderr
-    fast_s = time.monotonic() - staged_at
-    if fast_s < STAGED_DELAY_S - 1:  # the slow writer is surely still asleep: its staged file outlived the cleanups
-        assert len(staged_files(root)) == 1
-    print(f"[staged] the rival ran whole in {fast_s:.1f} s while the other's entry was staged")
+    try:
+        until(lambda: staged_files(root), "the slow writer's staged entry")
+        os.kill(slow.pid, signal.SIGSTOP)  # within its sleep at "staged": held there until SIGCONT
+        staged = staged_files(root)
+        assert len(staged) == 1 and not lock_held(root) and slow.poll() is None, "held past the staged step"
+        fast = add(root, THIRD)
+        assert fast.returncode == 0, fast.stderr
+        assert staged_files(root) == staged  # the other's cleanup left the held writer's staged entry alone
+    finally:
+        os.kill(slow.pid, signal.SIGCONT)
     slow_out, slow_err = slow.communicate(timeout=300)
     assert slow.returncode == 0, slow_err
     assert "1 added" in slow_out and "1 added" in fast.stdout

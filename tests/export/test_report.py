@@ -126,7 +126,8 @@ def test_the_page_holds_its_layout(invoke, tmp_path: Path, width: int, name: str
     out = tmp_path / f"{name}.html"
     result = invoke("report", *inputs, "-o", out)
     if name == "no-steps":  # Nsight Compute metrics alone are no timeline: refused, one line
-        assert result.exit_code != 0 and result.stderr.startswith("error: ")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"error: {inputs[0]}: Nsight Compute metrics are not a timeline"), result.stderr
         return
     assert result.exit_code == 0, result.stderr
     seen = render(out, tmp_path / f"layout-{name}-{width}.png", width)
