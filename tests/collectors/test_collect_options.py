@@ -95,3 +95,36 @@ def test_a_model_that_is_not_ddp_collects_without_isolated_steps(invoke, tmp_pat
     events = json.loads(gzip.decompress((out / "traces" / f"{example}_rank0.json.gz").read_bytes()))["traceEvents"]
     names = {e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step_")}
     assert len(names) == 3 and not any(n.endswith("_nosync") for n in names)  # the 3 active steps, none isolated
+
+
+def _holds(line: list[str], part: list[str]) -> bool:
+    return any(line[i:i + len(part)] == part for i in range(len(line)))
+
+
+@pytest.mark.parametrize("profiler,args,parts", [
+    ("nsys", ["--nsys-trace", "cuda,nvtx,osrt", "--nsys-args", "-s cpu --cpuctxsw process-tree"],
+     [["profile", "-t", "cuda,nvtx,osrt", "-s", "cpu", "--cpuctxsw", "process-tree"]]),
+    ("nsys", [], [["profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw", "none"]]),
+    ("ncu", ["--ncu-kernel", "gemm|sgemm", "--ncu-launch-skip", "7", "--ncu-launch-count", "3",
+             "--ncu-args", "--set full"],
+     [["--launch-skip", "7", "--launch-count", "3"], ["-k", "regex:gemm|sgemm"], ["--set", "full"]]),
+    ("ncu", [], [["--launch-skip", "0", "--launch-count", "50"]]),
+])
+def test_profiler_options_become_the_profilers_command_line(tmp_path: Path, profiler: str, args: list[str],
+                                                            parts: list[list[str]]) -> None:
+    """`collect`'s nsys and ncu options, parsed as the command line parses them, make the command each rank
+    runs under the profiler (this machine has no GPU, and collect refuses nsys and ncu without one, so the
+    run itself is made on a GPU host: datasets/runs)."""
+    import typer
+
+    from traceql.cli import app
+    from traceql.collectors.profilers import ProfilerOptions, wrap_command
+    from traceql.commands.collect import PROFILER_FIELDS
+
+    command = typer.main.get_command(app).commands["collect"]
+    params = command.make_context("collect", [str(TINY), "--profiler", profiler, *args]).params
+    opts = ProfilerOptions(name=profiler, **{k: v for k, v in params.items() if k in PROFILER_FIELDS and k != "name"})
+    line = wrap_command(opts, Path("/opt/bin/tool"), tmp_path / "rank0", ["python", "driver.py"])
+    assert line[0] == "/opt/bin/tool" and line[-2:] == ["python", "driver.py"]
+    assert all(_holds(line, part) for part in parts), line
+    assert ("-k" in line) == ("--ncu-kernel" in args)
