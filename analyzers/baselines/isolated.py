@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceql.analyzers.steps import STEP_KEY
+
 
 def match_rate(kernels: pl.DataFrame, baseline: pl.DataFrame) -> float:
     """Fraction of compute kernels whose signature the baseline has."""
@@ -13,8 +15,6 @@ def match_rate(kernels: pl.DataFrame, baseline: pl.DataFrame) -> float:
     have = kernels["signature"].is_in(baseline["signature"].implode())
     return float(have.mean())
 
-
-STEP_KEY = ["run_id", "rank", "step"]
 
 
 def communicating(kernels: pl.DataFrame) -> pl.DataFrame:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import polars as pl
 
-from traceql.analyzers.baselines.isolated import STEP_KEY, communicating, outside_steps
+from traceql.analyzers.baselines.isolated import communicating, outside_steps
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
+from traceql.analyzers.steps import STEP_KEY
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
