@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from traceql.collectors.errors import CollectError
-from traceql.collectors.fields import Field, check, integer, number, shown
+from traceql.collectors.fields import Field, check, integer, number, one_of, shown
 
 FUNCTIONS = {"get_model": 2, "get_dataloader": 2, "forward_pass": 2, "backward_pass": 1}
 MAX_WORLD = 1 << 20  # ranks of one run: past the largest clusters, a typing mistake
@@ -23,7 +23,10 @@ LOCAL_KEYS: dict[str, Field] = {"world_size": integer(1, most=MAX_WORLD), "cap_s
 # others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
 # optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of
 # batchsize each, DDP's all-reduce on the last only (what `traceql solve` chooses; 1 and 1 by default)
-OPTIONAL_LOCAL_KEYS = ("straggler", "accumulation_steps", "virtual_workers")
+# optional counterfactuals (collectors/counterfactuals.py): "comm": "serial" defers DDP's all-reduces until
+# the backward ends; "gpu_delay": {"rank": 1, "steps": [2, 4], "ms": 12} spins that rank's GPU at those steps
+OPTIONAL_LOCAL_KEYS = ("straggler", "accumulation_steps", "virtual_workers", "comm", "gpu_delay")
+COMM = {"comm": one_of("overlap", "serial")}
 MICRO_BATCHES = {"accumulation_steps": integer(1), "virtual_workers": integer(1)}
 GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
 
@@ -75,24 +78,32 @@ def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
     check(config, LOCAL_KEYS, where)
     if "straggler" in config:
         check_straggler(config["straggler"], config["world_size"], where)
+    if "gpu_delay" in config:
+        check_straggler(config["gpu_delay"], config["world_size"], where, key="gpu_delay", length="ms")
+    check(config, COMM, where, optional=True)
+    if config.get("comm") == "serial" and config["world_size"] < 2:
+        raise CollectError(f"{where}: comm serial defers DDP's all-reduces, and world_size 1 has none "
+                           "(give world_size 2 or more)")
     check(config, MICRO_BATCHES, where, optional=True)
     return config
 
 
-def check_straggler(value: Any, world: int, where: str) -> None:
-    """The ``straggler`` option: ``{"rank": R, "steps": [i, ...], "sleep_ms": M}``, R a rank of the run."""
-    shape = 'straggler must be {"rank": R, "steps": [i, ...], "sleep_ms": M}'
-    if not isinstance(value, dict) or set(value) != {"rank", "steps", "sleep_ms"}:
+def check_straggler(value: Any, world: int, where: str, *, key: str = "straggler", length: str = "sleep_ms",
+                    ) -> None:
+    """The ``straggler`` option: ``{"rank": R, "steps": [i, ...], "sleep_ms": M}``, R a rank of the run (and
+    ``gpu_delay``: ``{"rank": R, "steps": [i, ...], "ms": M}``)."""
+    shape = f'{key} must be {{"rank": R, "steps": [i, ...], "{length}": M}}'
+    if not isinstance(value, dict) or set(value) != {"rank", "steps", length}:
         raise CollectError(f"{where}: {shape}, got {json.dumps(value)}")
-    rank, steps, ms = value["rank"], value["steps"], value["sleep_ms"]
+    rank, steps, ms = value["rank"], value["steps"], value[length]
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
-        raise CollectError(f"{where}: straggler rank must be a rank of the run (0..{world - 1}), "
+        raise CollectError(f"{where}: {key} rank must be a rank of the run (0..{world - 1}), "
                            f"got {json.dumps(rank)}")
     if not isinstance(steps, list) or not steps or not all(
             isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in steps):
-        raise CollectError(f"{where}: straggler steps must be a list of step numbers, got {json.dumps(steps)}")
+        raise CollectError(f"{where}: {key} steps must be a list of step numbers, got {json.dumps(steps)}")
     if not number(0, above=True).test(ms):
-        raise CollectError(f"{where}: straggler sleep_ms must be a finite number of ms above 0, got {shown(ms)}")
+        raise CollectError(f"{where}: {key} {length} must be a finite number of ms above 0, got {shown(ms)}")
 
 
 def load_input(folder: str | Path, overrides: dict[str, Any] | None = None) -> InputSpec:

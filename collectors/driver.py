@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from traceql.collectors import session
+from traceql.collectors.counterfactuals import defer_communication, rank_steps_ms
 from traceql.collectors.files import write_json
 from traceql.collectors.window import Window
 
@@ -74,6 +75,7 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     loader = mod.get_dataloader(rank, args.batchsize)
     spe = len(loader) if hasattr(loader, "__len__") else None
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    serial = defer_communication(model, args.comm) if world > 1 else None
     window = Window(args, rank, use_cuda, spe)
     micro = args.accumulation_steps * args.virtual_workers
     if window.isolated_at and world > 1 and not hasattr(model, "no_sync"):  # FSDP, tensor parallelism
@@ -92,10 +94,15 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 for m in range(micro):  # the gradients of all, DDP's all-reduce in the last only
                     with communication_off(model) if m < micro - 1 else nullcontext():
                         mod.backward_pass(mod.forward_pass(model, inputs))
+                        if serial is not None:  # comm=serial: the buckets all-reduced after the backward
+                            serial.flush()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
     result["step_times_ms"] = window.times
     result["ddp_buckets"] = ddp_buckets(model)
+    result["comm"] = args.comm if serial is not None else "overlap"
+    if window.delay is not None:
+        result["gpu_delay"] = window.delay.record()
     result["files"] = window.files
     session.finish(world)
 
@@ -175,12 +182,6 @@ def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a cont
         write_json(path, result)
 
 
-def straggler(text: str) -> tuple[int, frozenset[int], float]:
-    """``--straggler 1:2,4:40`` as (rank, steps, sleep in ms)."""
-    rank, steps, ms = text.split(":")
-    return int(rank), frozenset(int(i) for i in steps.split(",")), float(ms)
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m traceql.collectors.driver")
     ap.add_argument("--input", default=".")
@@ -196,8 +197,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cap-size", type=float, required=True)
     ap.add_argument("--accumulation-steps", type=int, default=1)
     ap.add_argument("--virtual-workers", type=int, default=1)
-    ap.add_argument("--straggler", type=straggler, default=None,
+    ap.add_argument("--straggler", type=rank_steps_ms, default=None,
                     help="RANK:STEPS:MS: rank RANK sleeps MS ms at the start of window steps STEPS (1,3)")
+    ap.add_argument("--gpu-delay", type=rank_steps_ms, default=None,
+                    help="RANK:STEPS:MS: rank RANK's GPU spins MS ms at the start of window steps STEPS")
+    ap.add_argument("--comm", default="overlap", choices=["overlap", "serial"],
+                    help="serial: DDP's all-reduces deferred until the backward ends")
     for name, default in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1), ("skip-first", 0)):
         ap.add_argument(f"--torch-{name}", type=int, default=default)
     return ap.parse_args(argv)

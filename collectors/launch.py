@@ -101,7 +101,18 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
             "--epochs", str(local["epochs"]),
             "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args,
             "--accumulation-steps", str(local.get("accumulation_steps", 1)),
-            "--virtual-workers", str(local.get("virtual_workers", 1)), *straggler_args(local.get("straggler"))]
+            "--virtual-workers", str(local.get("virtual_workers", 1)), *straggler_args(local.get("straggler")),
+            *counterfactual_args(local)]
+
+
+def counterfactual_args(local: dict[str, Any]) -> list[str]:
+    """The driver's ``--comm`` and ``--gpu-delay RANK:STEPS:MS`` for local_config's ``comm`` and
+    ``gpu_delay`` (none without them)."""
+    out = ["--comm", local["comm"]] if local.get("comm") else []
+    delay = local.get("gpu_delay")
+    if delay:
+        out += ["--gpu-delay", f"{delay['rank']}:{','.join(str(i) for i in delay['steps'])}:{delay['ms']}"]
+    return out
 
 
 def straggler_args(straggler: dict[str, Any] | None) -> list[str]:
@@ -171,6 +182,9 @@ def _collect(input_dir: str | Path, opts: ProfilerOptions, *, out: Path | None, 
     if opts.name in ("nsys", "ncu") and device != "cuda":
         raise CollectError(f"--profiler {opts.name} records NVIDIA GPU work, and this run has no GPU "
                            "(use --profiler torch or none on CPU)", stage="environment")
+    if spec.local.get("gpu_delay") and device != "cuda":
+        raise CollectError("gpu_delay spins a GPU, and this run has none (--device cpu or no GPU visible): "
+                           "use straggler (a CPU sleep) on CPU", stage="environment")
     if device == "cuda" and lopts.launcher == "torchrun" and world // lopts.nnodes > gpus:
         raise CollectError(f"world_size {world} needs {world // lopts.nnodes} GPUs on this node; {gpus} visible",
                            stage="environment")

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from traceql.collectors.counterfactuals import GpuDelay
 from traceql.collectors.files import atomic_path
 
 
@@ -44,6 +45,8 @@ class Window:
         self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
         lag = getattr(args, "straggler", None)
         self.sleeps = (lag[1], lag[2] / 1e3) if lag and lag[0] == rank else (frozenset(), 0.0)
+        late = getattr(args, "gpu_delay", None)
+        self.delay = GpuDelay(late[1], late[2]) if late and late[0] == rank and use_cuda else None
         mine = rank in args.profile_ranks  # with --profiler none too: the cost of isolated steps, unprofiled
         self.isolated_at = isolated_positions(args, self.start, self.count) if mine else set()
 
@@ -130,6 +133,8 @@ class Window:
         with self._marked(f"step_{index}" if inside else f"epoch{epoch}_step_{index}"):
             if inside and index in self.sleeps[0]:  # the injected straggler: its step starts late
                 time.sleep(self.sleeps[1])
+            if inside and self.delay is not None:  # the injected GPU delay: a spin kernel on the compute stream
+                self.delay.at(index)
             yield
         self.times.append({"epoch": epoch, "step": index, "ms": (time.perf_counter() - t0) * 1e3, "window": inside})
         if inside and self.prof is not None:

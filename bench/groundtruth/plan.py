@@ -1,0 +1,90 @@
+"""The ground-truth matrix: which runs make it, named so that a configuration's runs find each other.
+
+A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
+
+- ``stock``: DDP as it ships, 6 captured steps and 2 isolated steps (the in-run reference);
+- ``serial``: the same with ``comm=serial`` (every bucket all-reduced after the backward): the measured
+  answer to "what if nothing overlapped";
+- the model's isolated ``twin`` (one GPU, no DDP, the same shapes), shared by the model's configurations;
+- once per model (on 2 GPUs, cap 25): a ``cpu-straggler`` (rank 1 sleeps 30 ms before steps 3 and 5) and a
+  ``gpu-delay`` (rank 1's GPU spins 12 ms before steps 3 and 5);
+- the CPU-bound ResNet-50 (batch 32) stock and serial three times each (``-r1`` .. ``-r3``).
+
+Run names: ``<model>-<g>g-cap<cap>-<role>`` (``resnet50`` is batch 128, GPU-bound; ``resnet50b32`` the
+CPU-bound batch 32), twins ``<model>-twin``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXAMPLE = {"gpt2": "gpt2", "llama": "llama", "bert": "bert", "vit": "vit", "resnet50": "resnet50",
+           "resnet50b32": "resnet50"}
+BATCH = {"resnet50": 128, "resnet50b32": 32}
+STEPS, ISOLATED = 6, 2
+STRAGGLER = {"rank": 1, "steps": [3, 5], "sleep_ms": 30}
+GPU_DELAY = {"rank": 1, "steps": [3, 5], "ms": 12}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One collection of the matrix."""
+
+    name: str
+    model: str
+    world: int
+    role: str  # stock, serial, twin, cpu-straggler, gpu-delay
+    cap: int = 25
+    overrides: dict = field(default_factory=dict, hash=False)
+    isolated: int = 0
+
+    @property
+    def example(self) -> str:
+        return EXAMPLE[self.model]
+
+    def settings(self) -> dict:
+        """local_config overrides of this run."""
+        out = {"world_size": self.world, "cap_size": self.cap, **self.overrides}
+        if self.model in BATCH:
+            out["batchsize"] = BATCH[self.model]
+        return out
+
+
+def twin(model: str) -> Run:
+    return Run(f"{model}-twin", model, 1, "twin")
+
+
+def config_runs(model: str, world: int, cap: int, repeats: int = 1) -> list[Run]:
+    """The stock and serial runs of one configuration (``repeats`` of each, interleaved)."""
+    base = f"{model}-{world}g-cap{cap}"
+    out = []
+    for r in range(1, repeats + 1):
+        tail = f"-r{r}" if repeats > 1 else ""
+        out += [Run(f"{base}-stock{tail}", model, world, "stock", cap, isolated=ISOLATED),
+                Run(f"{base}-serial{tail}", model, world, "serial", cap, {"comm": "serial"})]
+    return out
+
+
+def stragglers(model: str) -> list[Run]:
+    base = f"{model}-2g-cap25"
+    return [Run(f"{base}-cpu-straggler", model, 2, "cpu-straggler", 25, {"straggler": STRAGGLER}),
+            Run(f"{base}-gpu-delay", model, 2, "gpu-delay", 25, {"gpu_delay": GPU_DELAY})]
+
+
+MODELS = ("gpt2", "llama", "bert", "vit", "resnet50")
+
+
+def plan(kind: str) -> list[Run]:
+    """The runs of one batch, in the order they are worth having (a deadline cuts the tail)."""
+    runs = [twin(m) for m in (*MODELS, "resnet50b32")]
+    for cap in (25, 2):
+        for m in MODELS:
+            runs += config_runs(m, 2, cap)
+    if kind == "a":  # the first host: stragglers, the CPU-bound repeats, then 4 GPUs
+        for m in MODELS:
+            runs += stragglers(m)
+        runs += config_runs("resnet50b32", 2, 25, repeats=3)
+    for cap in (2, 25):
+        for m in MODELS:
+            runs += config_runs(m, 4, cap)
+    return runs

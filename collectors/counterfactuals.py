@@ -1,0 +1,105 @@
+"""Runs that answer "what if": communication deferred until after the backward, a rank's GPU delayed.
+
+*Serialized communication* (local_config ``"comm": "serial"``): a DDP communication hook keeps each gradient
+bucket as it is (already scaled by 1 / world size, as stock DDP scales it) and hands it back unreduced; once
+the backward is over, :meth:`SerialComm.flush` all-reduces the kept buckets in the order DDP made them ready
+and writes the results into the gradients. Same buckets, same NCCL kernels, same arithmetic as stock DDP:
+only nothing overlaps the backward's compute. A measured run of the counterfactual the what-if predicts.
+
+*GPU delay* (local_config ``"gpu_delay": {"rank": R, "steps": [i, ...], "ms": M}``): at the start of window
+steps ``i`` rank R puts a spin kernel of about M ms on its compute stream, so its GPU (not its CPU) is late:
+what a slow GPU, a rank with extra work or a throttled clock look like. The kernel's length is calibrated
+once per rank against CUDA events; the rank's result records the cycles and the length it measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SerialComm:
+    """A DDP model's gradient all-reduces deferred until :meth:`flush` (after the backward)."""
+
+    def __init__(self, model: Any) -> None:
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.world = dist.get_world_size()
+        self.kept: list[tuple[Any, list[Any], list[Any]]] = []
+        model.register_comm_hook(None, self._keep)
+
+    def _keep(self, _state, bucket):  # noqa: ANN001, ANN202 - DDP checks a hook's annotations: none is safe
+        import torch
+
+        buffer = bucket.buffer()
+        buffer.mul_(1.0 / self.world)  # stock DDP scales each gradient as it enters its bucket; a hook must
+        self.kept.append((buffer, bucket.gradients(), bucket.parameters()))
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result(buffer)  # unreduced: DDP copies it into the gradients now, flush() corrects them
+        return future
+
+    def flush(self) -> int:
+        """All-reduce the kept buckets in order, write the sums into the gradients; the number reduced."""
+        kept, self.kept = self.kept, []
+        for buffer, grads, params in kept:
+            self.dist.all_reduce(buffer)
+            for grad, param in zip(grads, params, strict=True):
+                if param.grad is not None and param.grad.data_ptr() != grad.data_ptr():
+                    param.grad.copy_(grad)
+        return len(kept)
+
+
+def defer_communication(model: Any, comm: str) -> SerialComm | None:
+    """For ``comm == "serial"`` and a DDP model of several ranks, its all-reduces deferred; else None."""
+    if comm != "serial":
+        return None
+    if not hasattr(model, "register_comm_hook"):
+        raise RuntimeError("comm serial defers DDP's gradient all-reduces, and get_model() returned "
+                           f"a {type(model).__name__}, not DistributedDataParallel")
+    return SerialComm(model)
+
+
+class GpuDelay:
+    """A spin kernel of a set length on this rank's current stream, at chosen window steps."""
+
+    def __init__(self, steps: frozenset[int], ms: float) -> None:
+        import torch
+
+        self.torch, self.steps, self.ms = torch, steps, ms
+        self.cycles = self._calibrate(ms)
+
+    def _calibrate(self, ms: float) -> int:
+        """The spin cycles that take ``ms`` on this GPU, from a timed probe of a known count."""
+        torch = self.torch
+        probe = 10_000_000
+        torch.cuda._sleep(probe)  # the first launch loads the kernel
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        return max(int(probe * ms / start.elapsed_time(end)), 1)
+
+    def measured_ms(self) -> float:
+        """How long the calibrated spin takes now (for the rank's result)."""
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(self.cycles)
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end))
+
+    def at(self, index: int) -> None:
+        """Delay the GPU if window step ``index`` is one of the chosen steps."""
+        if index in self.steps:
+            self.torch.cuda._sleep(self.cycles)
+
+    def record(self) -> dict[str, Any]:
+        return {"steps": sorted(self.steps), "ms": self.ms, "cycles": self.cycles, "measured_ms": self.measured_ms()}
+
+
+def rank_steps_ms(text: str) -> tuple[int, frozenset[int], float]:
+    """``RANK:STEPS:MS`` (e.g. ``1:2,4:40``) as (rank, steps, ms): the driver's --straggler and --gpu-delay."""
+    rank, steps, ms = text.split(":")
+    return int(rank), frozenset(int(i) for i in steps.split(",")), float(ms)
