@@ -1,0 +1,37 @@
+"""Write the twin labels of every stock run of the ground-truth matrix beside it.
+
+    python bench/groundtruth/make_labels.py [--root datasets/groundtruth]
+
+Each stock run is labelled against its model's isolated twin (``traceql detect STOCK --baseline TWIN``);
+``<gpu>/labels/<run>.parquet`` keeps each compute kernel of the run with its step, overlap, twin baseline,
+reference kind, ratio and label. These are the truth ``bench/validate.py`` scores every other label against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from traceql.validation import load_matrix
+from traceql.validation.scoring import twin_labels, write_labels
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", type=Path, default=None)
+    args = ap.parse_args()
+    matrix = load_matrix(args.root)
+    for cfg in matrix.configurations():
+        for run in cfg.stock:
+            t0 = time.perf_counter()
+            frame = twin_labels(run, cfg.twin)
+            write_labels(frame, matrix.labels_path(run))
+            print(f"{run.gpu} {run.name:34} {frame.height:>7,} kernels {int(frame['is_slowdown'].sum()):>6,} cases "
+                  f"{time.perf_counter() - t0:5.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The ground-truth matrix (``datasets/groundtruth/``): real runs we collected, with their counterfactuals.
+
+    >>> from traceql.validation import load_matrix
+    >>> m = load_matrix()
+    >>> cfg = m.configurations()[0]              # (GPU kind, model, GPUs, bucket cap)
+    >>> traceql.detect(cfg.stock[0].path(), baseline=[cfg.twin.path()])
+    >>> cfg.serial[0].step_ms()                  # the measured step of the serialized counterfactual
+
+Each run folder is a ``traceql collect`` run folder whose exports are xz-compressed (``traces/*.sqlite.xz``);
+:meth:`MatrixRun.path` unpacks one once into a cache (``$TRACEQL_CACHE``, else ``~/.cache/traceql``) and returns
+a folder every command reads. Run names: ``<model>-<g>g-cap<cap>-<role>[-r<k>]`` and ``<model>-twin``; roles:
+``stock``, ``serial`` (``comm=serial``), ``cpu-straggler``, ``gpu-delay``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import re
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceql.errors import InputError
+
+NAME = re.compile(r"^(?P<model>[a-z0-9]+)-(?:twin|(?P<world>\d+)g-cap(?P<cap>\d+)-(?P<role>[a-z-]+?)"
+                  r"(?:-r(?P<rep>\d+))?)$")
+ROLES = ("stock", "serial", "cpu-straggler", "gpu-delay")
+
+
+def default_root() -> Path:
+    """``datasets/groundtruth`` of the installed package or of the source checkout."""
+    package = Path(__file__).resolve().parents[1]
+    inside = package / "datasets" / "groundtruth"
+    return inside if inside.is_dir() else package.parent / "datasets" / "groundtruth"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRACEQL_CACHE") or Path.home() / ".cache" / "traceql") / "groundtruth"
+
+
+@dataclass(frozen=True)
+class MatrixRun:
+    """One run of the matrix: where it is shipped and what it is."""
+
+    folder: Path
+    gpu: str
+    model: str
+    role: str  # twin, stock, serial, cpu-straggler, gpu-delay
+    world: int = 1
+    cap: int | None = None
+    repeat: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return json.loads((self.folder / "manifest.json").read_text())
+
+    def results(self) -> list[dict[str, Any]]:
+        """Each rank's result (``results/rank<r>.json``), in rank order."""
+        files = sorted(self.folder.glob("results/rank*.json"), key=lambda p: int(p.stem[4:]))
+        return [json.loads(p.read_text()) for p in files]
+
+    def step_ms(self, *, steps: set[int] | None = None, skip_first: bool = True) -> float:
+        """The run's measured step (ms): per window step the slowest rank's wall time (the ranks synchronize
+        at each step's end), the median over the window's normal steps (its first, the capture's start, left
+        out with ``skip_first``); ``steps`` keeps only those step numbers."""
+        per_step: dict[int, float] = {}
+        for result in self.results():
+            for t in result.get("step_times_ms", []):
+                if t.get("window") and not t.get("isolated"):
+                    per_step[t["step"]] = max(per_step.get(t["step"], 0.0), t["ms"])
+        keys = sorted(per_step)[1:] if skip_first else sorted(per_step)
+        chosen = [per_step[k] for k in keys if steps is None or k in steps]
+        return statistics.median(chosen) if chosen else float("nan")
+
+    def injected(self) -> dict[str, Any] | None:
+        """The straggler or GPU delay this run's local_config injected (rank, steps, length), else None."""
+        local = self.manifest["input"]["local_config"]
+        return local.get("gpu_delay") or local.get("straggler")
+
+    def path(self) -> Path:
+        """A readable run folder: the shipped one with its exports unpacked, once, into the cache."""
+        packed = sorted(self.folder.glob("traces/*.sqlite.xz"))
+        digest = hashlib.sha256()
+        for p in [self.folder / "manifest.json", *packed]:
+            digest.update(p.name.encode())
+            digest.update(p.read_bytes())
+        dest = cache_root() / self.gpu / f"{self.name}-{digest.hexdigest()[:12]}"
+        if dest.is_dir():
+            return dest / self.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
+        try:
+            run = tmp / self.name
+            shutil.copytree(self.folder, run, ignore=shutil.ignore_patterns("*.xz"))
+            for p in packed:
+                with lzma.open(p) as src, (run / "traces" / p.name[:-3]).open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            os.replace(tmp, dest)  # a reader sees the folder whole or not at all
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest / self.name
+
+
+@dataclass
+class Configuration:
+    """(GPU kind, model, GPUs, bucket cap): its stock and serialized runs and the model's isolated twin."""
+
+    gpu: str
+    model: str
+    world: int
+    cap: int
+    stock: list[MatrixRun] = field(default_factory=list)
+    serial: list[MatrixRun] = field(default_factory=list)
+    twin: MatrixRun | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.gpu} {self.model} {self.world}g cap{self.cap}"
+
+
+@dataclass
+class Matrix:
+    """Every run of the matrix, and the labels shipped beside them."""
+
+    root: Path
+    runs: list[MatrixRun]
+
+    def run(self, name: str, gpu: str | None = None) -> MatrixRun:
+        for r in self.runs:
+            if r.name == name and gpu in (None, r.gpu):
+                return r
+        raise KeyError(name)
+
+    def twin(self, gpu: str, model: str) -> MatrixRun | None:
+        return next((r for r in self.runs if r.gpu == gpu and r.model == model and r.role == "twin"), None)
+
+    def configurations(self) -> list[Configuration]:
+        """Every (GPU kind, model, GPUs, cap) with a stock run, in name order."""
+        out: dict[tuple, Configuration] = {}
+        for r in sorted(self.runs, key=lambda r: (r.gpu, r.model, r.world, r.cap or 0, r.repeat)):
+            if r.role in ("stock", "serial"):
+                key = (r.gpu, r.model, r.world, r.cap)
+                cfg = out.setdefault(key, Configuration(*key, twin=self.twin(r.gpu, r.model)))
+                getattr(cfg, r.role).append(r)
+        return [c for c in out.values() if c.stock]
+
+    def injected(self, role: str) -> list[MatrixRun]:
+        """The runs of one counterfactual role (``cpu-straggler``, ``gpu-delay``)."""
+        return [r for r in self.runs if r.role == role]
+
+    def labels_path(self, run: MatrixRun) -> Path:
+        """The twin labels shipped for a stock run (parquet)."""
+        return self.root / run.gpu / "labels" / f"{run.name}.parquet"
+
+
+def load_matrix(root: str | Path | None = None) -> Matrix:
+    """The matrix under ``root`` (default: the shipped ``datasets/groundtruth``): one folder per GPU kind, one
+    run folder per run. InputError when there is none."""
+    base = Path(root) if root is not None else default_root()
+    if not base.is_dir():
+        raise InputError("no ground-truth matrix here (it ships in the source repository's datasets/groundtruth)",
+                         path=str(base))
+    runs = []
+    for gpu_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        for folder in sorted(p for p in gpu_dir.iterdir() if (p / "manifest.json").is_file()):
+            m = NAME.match(folder.name)
+            if m is None:
+                raise InputError("a run folder whose name the matrix does not know", path=str(folder))
+            role = m["role"] or "twin"
+            if role not in (*ROLES, "twin"):
+                raise InputError(f"unknown role {role!r} in a run folder's name", path=str(folder))
+            runs.append(MatrixRun(folder, gpu_dir.name, m["model"], role, int(m["world"] or 1),
+                                  int(m["cap"]) if m["cap"] else None, int(m["rep"] or 1)))
+    if not runs:
+        raise InputError("no run folders in the ground-truth matrix", path=str(base))
+    return Matrix(base, runs)
