@@ -95,6 +95,8 @@ def stragglers(arrivals_: pl.DataFrame, step_ns: pl.DataFrame, *, min_share: flo
     floor = pl.max_horizontal(pl.lit(min_wait_ns), (min_share * pl.col("step_ns")).cast(pl.Int64))
     named = (skew.join(first, on="run_id").filter(pl.col("step") != pl.col("first"))
              .join(step_ns, on=_STEP).filter(pl.col("held_ns") >= floor)
+             .sort(*_STEP, "held_ns", "rank", descending=[False] * len(_STEP) + [True, False])
+             .unique(_STEP, keep="first", maintain_order=True)  # ranks late by turns: the one that held longest
              .select(*_STEP, "rank", pl.col("held_ns").alias("wait_ns"), "step_ns", "last_at", "collectives"))
     waited = (skew.join(named.select(*_STEP, pl.col("rank").alias("straggler"), pl.col("wait_ns").alias("held")),
                         on=_STEP)

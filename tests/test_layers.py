@@ -23,6 +23,7 @@ LAYERS = [
      "traceql.tuning"),
     ("traceql.labelling", "traceql.dataset"),
     ("traceql.commands",),
+    ("traceql.validation",),  # every verdict scored on the ground-truth matrix: it runs the commands
     ("traceql.cli", "traceql.__main__"),
 ]
 ATOMIC_WRITE = "traceql.collectors.files"  # the one atomic write: the collectors' own, every output's too

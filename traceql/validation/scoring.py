@@ -90,3 +90,21 @@ def score(labels: pl.DataFrame, truth: pl.DataFrame, threshold: float = 1.2) -> 
     true_lost = int(on.filter(pl.col("_gt"))["_excess"].clip(lower_bound=0).sum())
     return Score(int(on["_gt"].sum()), int(on["_pred"].sum()), tp, p, r, f, prf(far["_pred"], far["_gt"])[2],
                  lost, true_lost)
+
+
+def detector_labels(run: MatrixRun, band: float, contamination: float) -> pl.DataFrame:
+    """The single-trace detector's labels of a stock run (its isolated steps hidden), at these settings."""
+    from traceql.analyzers.detection.detector import SlowdownDetector
+    from traceql.commands.detect import detect
+
+    det = SlowdownDetector(band=band, contamination=contamination)
+    return detect(run.path(), single_trace=True, detector=det).kernels
+
+
+def inrun_labels(run: MatrixRun) -> pl.DataFrame | None:
+    """The in-run labels of a stock run (its isolated steps the reference); None where `detect` would not
+    take them as a reference."""
+    from traceql.commands.detect import detect
+
+    kernels = detect(run.path()).kernels
+    return kernels if kernels.height and kernels["label_source"][0] == "inrun" else None

@@ -1,0 +1,43 @@
+"""Every verdict scored on the ground-truth matrix, CPU only: labels (leave-one-model-out), serialized, stragglers.
+
+    python bench/validate.py [--root datasets/groundtruth] [--write]
+
+Prints the validation page; with ``--write`` also writes it to ``docs/validation.md`` and the figures behind it
+to ``datasets/groundtruth/validation.json`` (a test keeps the page equal to what they render, and spot-checks
+the figures against the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from traceql.validation import load_matrix
+from traceql.validation.report import render, results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", type=Path, default=None)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    matrix = load_matrix(args.root)
+    res = results(matrix, lambda text: print(f"{time.perf_counter() - t0:6.1f} s  {text}", file=sys.stderr,
+                                             flush=True))
+    page = render(res)
+    print(page)
+    if args.write:
+        (ROOT / "docs" / "validation.md").write_text(page + "\n")
+        (matrix.root / "validation.json").write_text(json.dumps(res, indent=1) + "\n")
+    print(f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

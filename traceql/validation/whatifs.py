@@ -1,0 +1,126 @@
+"""The what-if's answers against the runs of the counterfactual that the matrix measured.
+
+- *serialized*: ``whatif``'s ``serialized_ns`` of the stock run against the serialized run's measured step;
+  the overlap saving it predicts (serialized − replayed) against the real one (serial − stock, measured).
+- *without the straggler*: in the steps a rank was made late (a CPU sleep or a GPU spin), ``without_straggler_ns``
+  against the run's other steps (what the step takes with nobody late).
+- *shortened delay*: the GPU-delay run replayed with the injected spin kernel shortened by its length, against
+  the run's other steps.
+
+Every step time is the trace's (the replay's ``measured_ns``, GPU activity of the step on the run's clock), the
+first captured step left out, medians over the steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceql.validation.matrix import MatrixRun
+
+SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
+
+
+def replayed_steps(run: MatrixRun) -> pl.DataFrame:
+    """``whatif``'s steps of the run (``analyzers.replay.STEPS``), the first captured step left out."""
+    from traceql.commands.whatif import whatif
+
+    return whatif(run.path()).steps.filter(~pl.col("first")).sort("step")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass(frozen=True)
+class Serialized:
+    """One configuration's serialized what-if against its serialized runs (ns, medians over steps and runs)."""
+
+    stock_ns: float
+    predicted_ns: float
+    measured_ns: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the predicted serialized step."""
+        return (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+    @property
+    def saving_predicted_ns(self) -> float:
+        return self.predicted_ns - self.stock_ns
+
+    @property
+    def saving_real_ns(self) -> float:
+        return self.measured_ns - self.stock_ns
+
+
+def serialized(stock: list[MatrixRun], serial: list[MatrixRun]) -> Serialized:
+    """The stock runs' predicted serialized step against the serial runs' measured one (several runs of a noisy
+    configuration: the median of each run's median)."""
+    s = [replayed_steps(r) for r in stock]
+    return Serialized(median([float(x["measured_ns"].median()) for x in s]),
+                      median([float(x["serialized_ns"].median()) for x in s]),
+                      median([float(replayed_steps(r)["measured_ns"].median()) for r in serial]))
+
+
+@dataclass(frozen=True)
+class Injected:
+    """A run made late on one rank at chosen steps: what the what-if says those steps take without it."""
+
+    name: str
+    rank: int
+    steps: list[int]
+    delayed_ns: float  # measured, in the injected steps
+    normal_ns: float  # measured, in the other steps
+    predicted_ns: float  # the what-if's answer for the injected steps
+    named: bool  # the straggler the what-if named in those steps is the injected rank
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_ns - self.normal_ns) / self.normal_ns
+
+    @property
+    def recovered(self) -> float:
+        """The share of the injected delay the what-if removes (1: all of it)."""
+        extra = self.delayed_ns - self.normal_ns
+        return (self.delayed_ns - self.predicted_ns) / extra if extra else float("nan")
+
+
+def without_straggler(run: MatrixRun) -> Injected:
+    """The run's ``without_straggler_ns`` in its injected steps against its other steps."""
+    inj = run.injected() or {}
+    steps = replayed_steps(run)
+    hit = steps.filter(pl.col("step").is_in(inj.get("steps", [])))
+    rest = steps.filter(~pl.col("step").is_in(inj.get("steps", [])))
+    named = hit.height > 0 and (hit["straggler_rank"] == inj.get("rank")).fill_null(False).all()
+    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), float(hit["measured_ns"].median()),
+                    float(rest["measured_ns"].median()), float(hit["without_straggler_ns"].median()), bool(named))
+
+
+def shortened_delay(run: MatrixRun) -> Injected:
+    """The GPU-delay run replayed with each injected spin kernel shortened by the injected length (the
+    replay's "without contention" way, the spin kernels as the cases and their length less the delay as their
+    baseline), in the injected steps, against the run's other steps."""
+    from traceql.analyzers import replay
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.replayed import KEY, activities, on_clock
+
+    inj = run.injected() or {}
+    timeline = read_timeline(run.path())
+    spins = timeline.kernels.filter(pl.col("name").cast(pl.String).str.contains(SPIN),
+                                    pl.col("rank") == inj.get("rank"),
+                                    pl.col("step").is_in(inj.get("steps", []))).select(
+        *KEY, pl.lit(True).alias("_case"),
+        (pl.col("end_ns") - pl.col("start_ns") - inj.get("ms", 0) * 1e6).clip(lower_bound=0).alias("_base"))
+    ops = activities(timeline.kernels, timeline.memops, timeline.ranks).join(
+        spins, on=KEY, how="left", nulls_equal=True).with_columns(pl.col("_case").fill_null(False))
+    ops = on_clock(ops)
+    steps = replay.steps(ops, waits=timeline.waits, cases=ops["_case"], baseline=ops["_base"],
+                         ways=("without_contention_ns",)).steps.filter(~pl.col("first"))
+    hit = steps.filter(pl.col("step").is_in(inj.get("steps", [])))
+    rest = steps.filter(~pl.col("step").is_in(inj.get("steps", [])))
+    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), float(hit["measured_ns"].median()),
+                    float(rest["measured_ns"].median()), float(hit["without_contention_ns"].median()),
+                    int(ops["_case"].sum()) == len(inj.get("steps", [])))
