@@ -6,8 +6,9 @@ edges changed, replayed by ``engine.replay``.
   replicas' CPUs took between the same launches (the median of theirs, launch by launch, where the step's
   launches are as many on every rank; else no gap longer than theirs), so that it arrives at the collectives as
   they do; and no activity of that step takes longer than it took in its rank's other steps (while the others
-  waited, their collectives sat on the GPU beside their computation and slowed it). Nothing takes longer than
-  it did: a step is never slower without its straggler.
+  waited, their collectives sat on the GPU beside their computation and slowed it); what the straggler ran in
+  that step and never in its other steps (extra work on its GPU) takes no time. Nothing takes longer than it
+  did: a step is never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them
   (communication after the computation launched before it, never beside it), every case at its baseline.
 """
@@ -62,22 +63,35 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
 
 def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:
     """Durations where every activity of a step that had a straggler takes what the same activity took in its
-    rank's other steps (the median, by its place in the step's launches), where those steps launched as many:
-    the ranks that waited ran their computation beside collectives that sat waiting, and slower."""
+    rank's other steps (the median): the ranks that waited ran their computation beside collectives that sat
+    waiting, and slower. The same activity: the k-th of its name in the step's launches where the activities
+    carry their names (``_name``), else the k-th of the step where those steps launched as many. The
+    straggler's own activities that its other steps never ran (extra work on its GPU: a delay, a rank with more
+    to do) take no time."""
     dur = rg.graph.dur.copy()
-    steps = (rg.ops.with_columns(pl.Series("dur", dur[:rg.n_ops]))
+    by_name = "_name" in rg.ops.columns
+    name = pl.col("_name") if by_name else pl.lit("")
+    steps = (rg.ops.with_columns(pl.Series("dur", dur[:rg.n_ops]), name.alias("_key"))
              .filter(pl.col("step_kind") == "sync", pl.col("kind") != "comm")
-             .select("node", "run_id", "rank", "step", "correlation_id", "start_ns", "dur")
+             .select("node", "run_id", "rank", "step", "correlation_id", "start_ns", "dur", "_key")
              .sort("correlation_id", "start_ns", nulls_last=True, maintain_order=True)
-             .with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step").alias("pos"),
-                           pl.len().over("run_id", "rank", "step").alias("count")))
+             .with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "_key").alias("pos"),
+                           (pl.lit(0) if by_name else pl.len().over("run_id", "rank", "step")).alias("count")))
     first = steps.group_by("run_id").agg(pl.col("step").min().alias("first"))
-    held = named.select("run_id", pl.col("step").cast(pl.Int32)).unique().with_columns(pl.lit(True).alias("held"))
+    held = named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32).alias("_late"))
+    held = held.unique(["run_id", "step"]).with_columns(pl.lit(True).alias("held"))
     steps = (steps.join(first, on="run_id").join(held, on=["run_id", "step"], how="left")
              .with_columns(pl.col("held").fill_null(False)))
+    match = ["run_id", "rank", "_key", "count", "pos"]
     normal = steps.filter(~pl.col("held"), pl.col("step") != pl.col("first"))
-    typical = normal.group_by("run_id", "rank", "count", "pos").agg(pl.col("dur").median().alias("typical"))
-    target = steps.filter(pl.col("held")).join(typical, on=["run_id", "rank", "count", "pos"])
+    typical = normal.group_by(match).agg(pl.col("dur").median().alias("typical"))
+    target = steps.filter(pl.col("held")).join(typical, on=match, how="left")
+    if by_name and not normal.is_empty():  # the straggler's extra work: nothing like it in its normal steps
+        ran = normal.select("run_id", "rank").unique().with_columns(pl.lit(True).alias("_ran"))
+        target = target.join(ran, on=["run_id", "rank"], how="left").with_columns(
+            pl.when(pl.col("typical").is_null() & (pl.col("rank") == pl.col("_late")) & pl.col("_ran"))
+            .then(0.0).otherwise(pl.col("typical")).alias("typical"))
+    target = target.filter(pl.col("typical").is_not_null())
     dur[target["node"].to_numpy()] = target["typical"].round().cast(pl.Int64).to_numpy()
     return dur
 
