@@ -71,6 +71,12 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs  # threads scoring at once (None: $OMP_NUM_THREADS, else one a core); the same scores
 
+    @classmethod
+    def at(cls, threshold: float) -> SlowdownDetector:
+        """The default detector for ``threshold``: its band no wider than the threshold (a threshold under the
+        default band narrows the band to it)."""
+        return cls(threshold=threshold, band=min(cls().band, threshold))
+
     def _check(self, X: Any) -> np.ndarray:
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
         if X.shape[1] != len(COLUMNS):

@@ -80,6 +80,19 @@ def test_threshold_sets_the_cases_as_the_twin_definition_does(invoke, tmp_path: 
     assert counts[0] > counts[1] > counts[2] > 0, counts
 
 
+def test_a_threshold_under_the_detector_s_band_labels_by_the_detector(invoke) -> None:
+    """``--threshold`` takes any value above 1 (its --help): under the detector's band (1.1) the band narrows to
+    it (1.05 once exited 70 with an internal error); a lower threshold finds more cases."""
+    cases = []
+    for threshold in (1.05, 1.2):
+        result = invoke("detect", DDP_TRACE, "--single-trace", "--threshold", threshold, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["mode"] == "detector"
+        cases.append(data["totals"]["cases"])
+    assert cases[0] > cases[1] > 0, cases
+
+
 def test_trace_without_communication_is_a_result(invoke) -> None:
     result = invoke("detect", SINGLE_TRACE, "--format", "json")
     assert result.exit_code == 0

@@ -198,7 +198,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector
 
-        detector = SlowdownDetector(threshold=settings.threshold)
+        detector = SlowdownDetector.at(settings.threshold)
 
     def every_row() -> np.ndarray:  # too few judged rows: fitted on all, as the whole run would be
         return detector_matrix([ordered_rows(i, run, pl.read_ipc(settings.path(i, "features.arrow")))

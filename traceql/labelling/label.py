@@ -198,7 +198,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: see import_detector
 
-        detector = SlowdownDetector(threshold=threshold)
+        detector = SlowdownDetector.at(threshold)
     scored = _scored(kernels, detector)
     rate = metrics_rate = None
     source = choose(has_baseline=baseline is not None, has_isolated_steps=timeline.has_isolated_steps(),
