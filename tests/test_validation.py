@@ -148,3 +148,26 @@ def test_a_gpu_side_straggler_is_named_and_removed(name: str) -> None:
     assert sorted(zip(named["step"].to_list(), named["rank"].to_list(), strict=True)) == [(3, 1), (5, 1)]
     x = whatifs.without_straggler(run)
     assert x.named and abs(x.error) < 0.03 and x.delayed_ns > 1.1 * x.normal_ns
+
+
+def test_the_matrix_collector_runs_a_plan_and_packs_it(tmp_path) -> None:
+    """``bench/groundtruth/collect_matrix.py`` as a smoke test on CPU (gloo, no profiler): a twin, a stock and a
+    serialized run of the plan, scheduled on two slots, packed into a tar with their summary."""
+    import subprocess
+    import sys
+    import tarfile
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "groundtruth" / "collect_matrix.py"), "--batch", "a",
+                           "--out", str(out), "--gpus", "2", "--cpu", "--scratch", str(tmp_path / "scratch"),
+                           "--only", "tiny-twin,gpt2-twin,gpt2-2g-cap25-serial"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["runs"]) == {"gpt2-twin", "gpt2-2g-cap25-serial"}  # no such run as tiny-twin in the plan
+    assert all(r["rc"] == 0 and r["packed"] for r in summary["runs"].values()), summary
+    with tarfile.open(out / "runs-00.tar") as tar:
+        names = tar.getnames()
+    assert "gpt2-2g-cap25-serial/manifest.json" in names and "gpt2-twin/results/rank0.json" in names
+    local = json.loads((tmp_path / "scratch" / "runs" / "gpt2-2g-cap25-serial" / "manifest.json").read_text())
+    assert local["input"]["local_config"]["comm"] == "serial" and local["world_size"] == 2

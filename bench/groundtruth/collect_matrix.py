@@ -8,6 +8,12 @@ No run starts after ``--deadline`` seconds. Each finished run folder keeps its m
 logs and its exports compressed with xz (``.sqlite.xz``; the ``.nsys-rep`` reports are dropped); the folders
 are packed into tar files of at most 15 MiB under DIR with ``summary.json`` (each run's GPUs, wall time and
 status).
+
+On a GPU host that has torch but not traceql's analysis packages, put the source tree on PYTHONPATH in the
+installed layout (``collect`` needs only torch)::
+
+    mkdir -p /tmp/pp && cp -r traceql /tmp/pp/ && cp -r collectors analyzers /tmp/pp/traceql/
+    PYTHONPATH=/tmp/pp python bench/groundtruth/collect_matrix.py --batch b --out $OUT
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ def command(run: Run, folder: Path, out: Path, cpu: bool = False) -> list[str]:
     sets = [x for k, v in run.settings().items() for x in ("--set", f"{k}={json.dumps(v)}")]
     how = ["--profiler", "none", "--device", "cpu"] if cpu else ["--profiler", "nsys"]
     return [sys.executable, "-m", "traceql", "collect", str(folder), *how, "--steps", str(STEPS),
-            "--isolated-steps", str(run.isolated), "--timeout", "240", "--out", str(out), *sets]
+            "--isolated-steps", str(run.isolated), "--timeout", "120", "--out", str(out), *sets]
 
 
 def shrink(out: Path) -> None:
@@ -63,7 +69,9 @@ def execute(run: Run, gpus: list[int], scratch: Path, record: dict, cpu: bool) -
     out = scratch / "runs" / run.name
     folder = prepare(run, scratch, gpus)
     t0 = time.time()
-    res = subprocess.run(command(run, folder, out, cpu), capture_output=True, text=True, env={**os.environ})
+    # run from scratch: `python -m traceql` in the checkout would import the source tree over the installed package
+    res = subprocess.run(command(run, folder, out, cpu), capture_output=True, text=True, env={**os.environ},
+                         cwd=scratch)
     record.update(gpus=gpus, started=t0, wall_s=round(time.time() - t0, 1), rc=res.returncode,
                   tail=(res.stdout + res.stderr)[-600:])
     if out.exists():
@@ -98,10 +106,11 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=4)
     ap.add_argument("--deadline", type=float, default=520)
     ap.add_argument("--skip", default="", help="run names already collected, comma separated")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/gt"), help="where runs are made (emptied first)")
     ap.add_argument("--cpu", action="store_true", help="a smoke test: gloo on CPU, no profiler")
     ap.add_argument("--only", default="", help="collect these run names alone, comma separated")
     args = ap.parse_args()
-    scratch = Path("/tmp/gt")
+    scratch = args.scratch
     shutil.rmtree(scratch, ignore_errors=True)
     skip, only = set(filter(None, args.skip.split(","))), set(filter(None, args.only.split(",")))
     queue = [r for r in plan(args.batch) if r.world <= args.gpus and r.name not in skip
