@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from traceql.labelling.measured import summarise
 from traceql.validation import load_matrix
 from traceql.validation.report import render, results
 
@@ -35,6 +36,7 @@ def main() -> int:
     if args.write:
         (ROOT / "docs" / "validation.md").write_text(page + "\n")
         (matrix.root / "validation.json").write_text(json.dumps(res, indent=1) + "\n")
+        (ROOT / "traceql" / "labelling" / "measured.json").write_text(json.dumps(summarise(res), indent=1) + "\n")
     print(f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 

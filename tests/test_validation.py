@@ -16,6 +16,7 @@ from traceql.validation.report import SETTINGS, family, render
 
 MATRIX = load_matrix()
 FIGURES = json.loads((MATRIX.root / "validation.json").read_text())
+FIGURES_PAGE = FIGURES
 
 
 def test_the_matrix_holds_its_configurations_and_their_counterfactuals() -> None:
@@ -171,3 +172,18 @@ def test_the_matrix_collector_runs_a_plan_and_packs_it(tmp_path) -> None:
     assert "gpt2-2g-cap25-serial/manifest.json" in names and "gpt2-twin/results/rank0.json" in names
     local = json.loads((tmp_path / "scratch" / "runs" / "gpt2-2g-cap25-serial" / "manifest.json").read_text())
     assert local["input"]["local_config"]["comm"] == "serial" and local["world_size"] == 2
+
+
+def test_the_what_if_carries_its_measured_error() -> None:
+    """`whatif` says how far its answers were off on the matrix (the packaged figures are the validation
+    page's), and where a run's collectives were never measured (FSDP2's all-gathers and reduce-scatters)."""
+    import traceql
+    from traceql.labelling.measured import FIGURES, summarise
+
+    assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
+    ser = summarise(FIGURES_PAGE)["serialized_error"]
+    ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
+    assert ddp.startswith("measured on 61 runs (H100, DDP): serialized ") and "outside" not in ddp
+    assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp
+    fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys").measured
+    assert fsdp.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")

@@ -14,7 +14,7 @@ def test_whatif_as_a_user_runs_it(invoke, width: int) -> None:
     data = json.loads(invoke("whatif", run, "--format", "json").stdout)
     assert table.exit_code == 0, table.stderr
     assert "…" not in table.stdout and max(len(line) for line in table.stdout.splitlines()) <= width
-    assert set(data) == {"steps", "runs", "graph", "notes"}
+    assert set(data) == {"steps", "runs", "graph", "notes", "measured"}
     keys = {"run_id", "step", "measured_ns", "replayed_ns", "without_straggler_ns", "without_contention_ns",
             "serialized_ns"}
     assert all(keys <= set(s) for s in data["steps"]) and len(data["steps"]) == 5

@@ -46,6 +46,8 @@ def whatif(
         console.print(f"[bold]Verdict[/bold] for {verdict.run_id}:")
         for line in verdict.lines:
             console.print(f"  {line}")
+    if result.measured:
+        console.print(f"The what-if was {result.measured}.")
     g = result.graph
     console.print(f"replayed {g['activities']:,} GPU activities: {g['recorded']:,} waits recorded in the trace, "
                   f"{g['inferred']:,} inferred; {g['unexplained']:,} began later than anything explains (kept "

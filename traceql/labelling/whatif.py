@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
+from traceql.labelling.measured import sentence
 from traceql.labelling.replayed import RunVerdict, replayed, verdict
 from traceql.labelling.request import Request
 from traceql.labelling.steps import run_steps
@@ -24,20 +25,23 @@ class WhatIfResult:
     runs: list[RunVerdict]
     graph: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    measured: str | None = None  # how far such answers were off on real runs of the counterfactuals
 
     def to_dict(self) -> dict[str, Any]:
         return {"steps": self.steps.to_dicts(), "runs": [r.to_dict() for r in self.runs], "graph": self.graph,
-                "notes": self.notes}
+                "notes": self.notes, "measured": self.measured}
 
 
 def what_if(req: Request) -> WhatIfResult:
     """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them)."""
     baseline = req.read_baseline()
-    frames, runs, notes = [], [], []
+    frames, runs, notes, collectives = [], [], [], set()
     graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0}
     for paths in req.runs():
         timeline, labelled = req.label(paths, baseline)
         ranked = run_steps(timeline, labelled)
+        comm = timeline.kernels.filter(pl.col("kind") == "comm")
+        collectives |= {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
         notes += ranked.notes
         done = ranked.replayed or replayed(timeline, labelled)
         frames.append(done.steps)
@@ -50,4 +54,4 @@ def what_if(req: Request) -> WhatIfResult:
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
-    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)))
+    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives))
