@@ -26,6 +26,7 @@ from traceql.analyzers.detection.detector import SlowdownDetector
 from traceql.commands.detect import detect
 from traceql.labelling.inputs import read_timeline
 from traceql.labelling.label import label
+from traceql.validation.scoring import judged
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDS, CONTAMINATIONS = (1.05, 1.1, 1.15, 1.2), (0.02, 0.05, 0.1, 0.2)
@@ -71,14 +72,6 @@ def first_isolated_step(trace: Path) -> pl.DataFrame:
     kept = k.join(first, on=["run_id", "rank"], how="left", maintain_order="left").filter(
         (pl.col("step_kind") != "isolated").fill_null(True) | (pl.col("step") == pl.col("_first"))).drop("_first")
     return label(dataclasses.replace(timeline, kernels=kept)).kernels
-
-
-def judged(truth: pl.DataFrame) -> pl.Series:
-    """The kernels the twin labels judge: those with a twin, in the normal steps (all steps where the run marks
-    none)."""
-    normal = truth["step_kind"] == "sync"
-    normal = normal.fill_null(False) if normal.any() else pl.Series([True] * truth.height)
-    return normal & (truth["reference_kind"] == TWIN)
 
 
 def row(name: str, source: str, frame: pl.DataFrame, truth: pl.DataFrame, more: str = "") -> None:

@@ -101,26 +101,18 @@ def _driver_command(spec: InputSpec, run: Path, opts: ProfilerOptions, lopts: La
             "--epochs", str(local["epochs"]),
             "--batchsize", str(local["batchsize"]), "--cap-size", str(local["cap_size"]), *torch_args,
             "--accumulation-steps", str(local.get("accumulation_steps", 1)),
-            "--virtual-workers", str(local.get("virtual_workers", 1)), *straggler_args(local.get("straggler")),
-            *counterfactual_args(local)]
+            "--virtual-workers", str(local.get("virtual_workers", 1)), *straggler_args(local)]
 
 
-def counterfactual_args(local: dict[str, Any]) -> list[str]:
-    """The driver's ``--comm`` and ``--gpu-delay RANK:STEPS:MS`` for local_config's ``comm`` and
-    ``gpu_delay`` (none without them)."""
+def straggler_args(local: dict[str, Any]) -> list[str]:
+    """The driver's ``--straggler``, ``--gpu-delay`` (``RANK:STEPS:MS``) and ``--comm`` for local_config's
+    ``straggler``, ``gpu_delay`` and ``comm`` (none of those it lacks)."""
     out = ["--comm", local["comm"]] if local.get("comm") else []
-    delay = local.get("gpu_delay")
-    if delay:
-        out += ["--gpu-delay", f"{delay['rank']}:{','.join(str(i) for i in delay['steps'])}:{delay['ms']}"]
+    for key, flag, length in (("straggler", "--straggler", "sleep_ms"), ("gpu_delay", "--gpu-delay", "ms")):
+        if local.get(key):
+            late = local[key]
+            out += [flag, f"{late['rank']}:{','.join(str(i) for i in late['steps'])}:{late[length]}"]
     return out
-
-
-def straggler_args(straggler: dict[str, Any] | None) -> list[str]:
-    """The driver's ``--straggler RANK:STEPS:MS`` for local_config's ``straggler`` (none without it)."""
-    if not straggler:
-        return []
-    steps = ",".join(str(i) for i in straggler["steps"])
-    return ["--straggler", f"{straggler['rank']}:{steps}:{straggler['sleep_ms']}"]
 
 
 def _launcher_command(python: str, spec: InputSpec, lopts: LaunchOptions, launch_json: Path) -> list[str]:

@@ -45,8 +45,9 @@ def activities(kernels: pl.DataFrame, memops: pl.DataFrame, ranks: pl.DataFrame)
     """Every GPU activity of a timeline (``replay.OP_COLUMNS``), with its rank's ``clock_offset_ns`` (the times
     are as the trace has them: :func:`on_clock` puts them on the run's common clock)."""
     kernels = kernels.filter(pl.col("kind").is_in(["compute", "comm"])).with_columns(
-        pl.col("collective").fill_null(pl.col("short_name").cast(pl.String)), pl.col("name").cast(pl.String))
-    memops = memops.with_columns(pl.lit(None, pl.String).alias("collective"), pl.col("kind").alias("name"))
+        pl.col("collective").fill_null(pl.col("short_name").cast(pl.String)), pl.col("name").cast(pl.Categorical))
+    memops = memops.with_columns(pl.lit(None, pl.String).alias("collective"),
+                                 pl.col("kind").cast(pl.Categorical).alias("name"))
     # each activity's name, carried through the replay (``_name``): what a straggler's extra work is told by
     both = pl.concat([kernels.select(*replay.OP_COLUMNS, pl.col("name").alias("_name")),
                       memops.select(*replay.OP_COLUMNS, pl.col("name").alias("_name"))], how="vertical_relaxed")

@@ -94,8 +94,7 @@ def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
 
 def _unnamed(done: replay.WhatIf, cheap: pl.DataFrame) -> replay.WhatIf:
     """``done`` with the steps of ``cheap`` stragglers as if none was named: no straggler, nothing without."""
-    marks = cheap.select("run_id", "step", pl.lit(True).alias("_cheap")).unique(["run_id", "step"])  # ranks: one
-    hit = done.steps.join(marks, on=["run_id", "step"],
+    hit = done.steps.join(cheap.select("run_id", "step", pl.lit(True).alias("_cheap")), on=["run_id", "step"],
                           how="left", maintain_order="left")["_cheap"].fill_null(False)
     steps = done.steps.with_columns(
         pl.when(hit).then(None).otherwise(pl.col("straggler_rank")).alias("straggler_rank"),
