@@ -21,9 +21,11 @@ FIGURES_PAGE = FIGURES
 
 def test_the_matrix_holds_its_configurations_and_their_counterfactuals() -> None:
     configs = MATRIX.configurations()
-    assert len(MATRIX.runs) == 61 and len(configs) == 21
-    assert all(c.twin is not None for c in configs)
-    assert sum(bool(c.serial) for c in configs) == 20
+    assert len(MATRIX.runs) == 96 and len(configs) == 36
+    assert {r.gpu for r in MATRIX.runs} == {"h100-a", "h100-b"} and {r.kind for r in MATRIX.runs} == {"h100"}
+    assert all(c.twin is not None and c.twin.gpu == c.gpu for c in configs)  # each host's own twin
+    assert sum(bool(c.serial) for c in configs) == 35
+    assert len({r.label for r in MATRIX.runs}) == len(MATRIX.runs)
     assert {family(c.model) for c in configs} == {"gpt2", "llama", "bert", "vit", "resnet50"}
     assert {(c.world, c.cap) for c in configs} == {(2, 2), (2, 25), (4, 2), (4, 25)}
     assert len(MATRIX.injected("cpu-straggler")) == 5 and len(MATRIX.injected("gpu-delay")) == 5
@@ -53,7 +55,7 @@ def test_a_gpu_delay_run_names_rank_steps_and_length() -> None:
 
 def test_a_run_unpacks_to_a_folder_every_command_reads(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TRACEQL_CACHE", str(tmp_path))
-    run = MATRIX.run("gpt2-2g-cap25-stock")
+    run = MATRIX.run("gpt2-2g-cap25-stock", "h100-b")
     folder = run.path()
     assert folder.is_relative_to(tmp_path) and run.path() == folder  # once, then reused
     import traceql
@@ -75,7 +77,7 @@ def test_a_missing_matrix_is_one_clear_error(tmp_path) -> None:
 
 
 def test_the_shipped_twin_labels_are_what_detect_makes() -> None:
-    cfg = next(c for c in MATRIX.configurations() if c.name == "h100 vit 2g cap2")
+    cfg = next(c for c in MATRIX.configurations() if c.name == "h100-a vit 2g cap2")
     fresh = scoring.twin_labels(cfg.stock[0], cfg.twin)
     shipped = pl.read_parquet(MATRIX.labels_path(cfg.stock[0]))
     assert fresh.sort(scoring.KEY).equals(shipped.sort(scoring.KEY))
@@ -89,18 +91,20 @@ def test_the_validation_page_is_what_the_figures_render() -> None:
 def test_the_figures_are_those_of_the_runs() -> None:
     """Recomputed here from the exports: a configuration's serialized what-if, a straggler's, a delay's, and
     one stock run's detector and in-run scores at the settings the page says were chosen."""
-    cfg = next(c for c in MATRIX.configurations() if c.name == "h100 llama 2g cap25")
+    cfg = next(c for c in MATRIX.configurations() if c.name == "h100-b llama 2g cap25")
     s = whatifs.serialized(cfg.stock, cfg.serial)
     row = next(r for r in FIGURES["serialized"] if r["config"] == cfg.name)
     assert math.isclose(row["predicted_ms"], s.predicted_ns / 1e6) and math.isclose(row["error"], s.error)
-    x = whatifs.without_straggler(MATRIX.run("bert-2g-cap25-cpu-straggler"))
-    row = next(r for r in FIGURES["injected"] if r["run"] == x.name and r["way"] == "without straggler")
+    straggler = MATRIX.run("bert-2g-cap25-cpu-straggler")
+    x = whatifs.without_straggler(straggler)
+    row = next(r for r in FIGURES["injected"] if r["run"] == straggler.label and r["way"] == "without straggler")
     assert math.isclose(row["predicted_ms"], x.predicted_ns / 1e6) and row["named"] == x.named
-    d = whatifs.shortened_delay(MATRIX.run("vit-2g-cap25-gpu-delay"))
-    row = next(r for r in FIGURES["injected"] if r["run"] == d.name and r["way"] == "delay shortened")
+    delayed = MATRIX.run("vit-2g-cap25-gpu-delay")
+    d = whatifs.shortened_delay(delayed)
+    row = next(r for r in FIGURES["injected"] if r["run"] == delayed.label and r["way"] == "delay shortened")
     assert math.isclose(row["predicted_ms"], d.predicted_ns / 1e6) and d.named
-    run = MATRIX.run("resnet50-2g-cap2-stock")
-    row = next(r for r in FIGURES["labels"] if r["run"] == run.name)
+    run = MATRIX.run("resnet50-2g-cap2-stock", "h100-b")
+    row = next(r for r in FIGURES["labels"] if r["run"] == run.label)
     assert (row["band"], row["contamination"]) in SETTINGS
     truth = pl.read_parquet(MATRIX.labels_path(run))
     got = scoring.score(scoring.detector_labels(run, row["band"], row["contamination"]), truth)
@@ -183,7 +187,7 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
     ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
-    assert ddp.startswith("measured on 61 runs (H100, DDP): serialized ") and "outside" not in ddp
+    assert ddp.startswith("measured on 96 runs (H100, DDP): serialized ") and "outside" not in ddp
     assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp
     fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys").measured
     assert fsdp.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")

@@ -49,7 +49,7 @@ class MatrixRun:
     """One run of the matrix: where it is shipped and what it is."""
 
     folder: Path
-    gpu: str
+    gpu: str  # the host batch's folder: the GPU kind, then which host of that kind (``h100-a``)
     model: str
     role: str  # twin, stock, serial, cpu-straggler, gpu-delay
     world: int = 1
@@ -59,6 +59,16 @@ class MatrixRun:
     @property
     def name(self) -> str:
         return self.folder.name
+
+    @property
+    def kind(self) -> str:
+        """The GPU kind (``h100``) of the host batch the run belongs to."""
+        return self.gpu.split("-")[0]
+
+    @property
+    def label(self) -> str:
+        """``<host batch>/<run name>``: unique over the matrix (a configuration may run on several hosts)."""
+        return f"{self.gpu}/{self.name}"
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -164,8 +174,8 @@ class Matrix:
 
 
 def load_matrix(root: str | Path | None = None) -> Matrix:
-    """The matrix under ``root`` (default: the shipped ``datasets/groundtruth``): one folder per GPU kind, one
-    run folder per run. InputError when there is none."""
+    """The matrix under ``root`` (default: the shipped ``datasets/groundtruth``): one folder per host batch
+    (``<GPU kind>-<host>``, e.g. ``h100-a``), one run folder per run. InputError when there is none."""
     base = Path(root) if root is not None else default_root()
     if not base.is_dir():
         raise InputError("no ground-truth matrix here (it ships in the source repository's datasets/groundtruth)",
