@@ -1,10 +1,11 @@
 """Runs that answer "what if": communication deferred until after the backward, a rank's GPU delayed.
 
 *Serialized communication* (local_config ``"comm": "serial"``): a DDP communication hook keeps each gradient
-bucket as it is (already scaled by 1 / world size, as stock DDP scales it) and hands it back unreduced; once
-the backward is over, :meth:`SerialComm.flush` all-reduces the kept buckets in the order DDP made them ready
-and writes the results into the gradients. Same buckets, same NCCL kernels, same arithmetic as stock DDP:
-only nothing overlaps the backward's compute. A measured run of the counterfactual the what-if predicts.
+bucket (scaled by 1 / world size, as stock DDP scales it) and hands DDP a future of it; when the last bucket is
+ready (the backward's gradients all computed) it all-reduces the kept buckets in the order DDP made them ready
+and completes their futures, and DDP copies the sums into the gradients as it does stock. Same buckets, same
+NCCL kernels, same arithmetic, same copies as stock DDP: only nothing overlaps the backward's compute. A
+measured run of the counterfactual the what-if predicts.
 
 *GPU delay* (local_config ``"gpu_delay": {"rank": R, "steps": [i, ...], "ms": M}``): at the start of window
 steps ``i`` rank R puts a spin kernel of about M ms on its compute stream, so its GPU (not its CPU) is late:
@@ -18,14 +19,15 @@ from typing import Any
 
 
 class SerialComm:
-    """A DDP model's gradient all-reduces deferred until :meth:`flush` (after the backward)."""
+    """A DDP model's gradient all-reduces deferred until every bucket is ready (the backward's gradients done)."""
 
     def __init__(self, model: Any) -> None:
         import torch.distributed as dist
 
         self.dist = dist
         self.world = dist.get_world_size()
-        self.kept: list[tuple[Any, list[Any], list[Any]]] = []
+        self.kept: list[tuple[Any, Any]] = []
+        self.reduced = 0
         model.register_comm_hook(None, self._keep)
 
     def _keep(self, _state, bucket):  # noqa: ANN001, ANN202 - DDP checks a hook's annotations: none is safe
@@ -33,20 +35,24 @@ class SerialComm:
 
         buffer = bucket.buffer()
         buffer.mul_(1.0 / self.world)  # stock DDP scales each gradient as it enters its bucket; a hook must
-        self.kept.append((buffer, bucket.gradients(), bucket.parameters()))
         future: torch.futures.Future = torch.futures.Future()
-        future.set_result(buffer)  # unreduced: DDP copies it into the gradients now, flush() corrects them
-        return future
+        self.kept.append((buffer, future))
+        if bucket.is_last():  # every bucket ready: reduce them all, in the order DDP made them ready
+            self._reduce()
+        return future  # DDP copies each reduced bucket into its gradients, as it does stock
+
+    def _reduce(self) -> None:
+        kept, self.kept = self.kept, []
+        for buffer, future in kept:
+            self.dist.all_reduce(buffer)
+            future.set_result(buffer)
+        self.reduced += len(kept)
 
     def flush(self) -> int:
-        """All-reduce the kept buckets in order, write the sums into the gradients; the number reduced."""
-        kept, self.kept = self.kept, []
-        for buffer, grads, params in kept:
-            self.dist.all_reduce(buffer)
-            for grad, param in zip(grads, params, strict=True):
-                if param.grad is not None and param.grad.data_ptr() != grad.data_ptr():
-                    param.grad.copy_(grad)
-        return len(kept)
+        """After the backward: the buckets reduced since the last call (any still kept reduced now)."""
+        self._reduce()
+        reduced, self.reduced = self.reduced, 0
+        return reduced
 
 
 def defer_communication(model: Any, comm: str) -> SerialComm | None:

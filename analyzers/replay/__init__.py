@@ -17,10 +17,11 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay import scenarios
+from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
 
-__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "WhatIf", "steps"]
+__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "WhatIf", "steps"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
@@ -44,12 +45,14 @@ class WhatIf:
 
 def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
           baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None,
-          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True) -> WhatIf:
+          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True, comm: CommAlone | None = None) -> WhatIf:
     """One row per normal step of each run of ``ops`` (activities: ``graph.OP_COLUMNS``, on each run's common
     clock; ``cases``/``baseline``, aligned with ``ops``: whether each is a slowdown case and its baseline in
     ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
     replay (of :data:`WAYS`; the others' columns are null). Without ``replay_trace``, the steps as replayed
-    are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it)."""
+    are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it).
+    ``comm``: the collectives' speed alone in the serialized what-if (default: fitted on the ground-truth
+    matrix, ``alone``)."""
     if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
         return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
     ops = ops.with_columns(
@@ -66,7 +69,7 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
         "without_straggler_ns": lambda: (scenarios.without_stragglers(rg, named), _steps_of(rg, part, named)),
         "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
                                           np.unique(part[:rg.n_ops][is_case])),
-        "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base), None),
+        "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
     }
     whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
     done = {"replayed_ns": whole}

@@ -9,8 +9,10 @@ edges changed, replayed by ``engine.replay``.
   waited, their collectives sat on the GPU beside their computation and slowed it); what the straggler ran in
   that step and never in its other steps (extra work on its GPU) takes no time. Nothing takes longer than it
   did: a step is never slower without its straggler.
-- :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them
-  (communication after the computation launched before it, never beside it), every case at its baseline.
+- :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them,
+  but the gradients' all-reduces of a step deferred until the computation launched before the last of them has
+  run (as DDP with every bucket reduced after the backward); every case at its baseline, every collective at
+  its speed alone (``alone``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.replay.alone import CommAlone, alone_tails
 from traceql.analyzers.replay.engine import Graph
-from traceql.analyzers.replay.graph import CHAIN, INFERRED, RunGraph
+from traceql.analyzers.replay.graph import BLOCKED, CHAIN, INFERRED, RunGraph
 
 
 def without_contention(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
@@ -96,18 +99,21 @@ def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:
     return dur
 
 
-def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
-    """No overlap (module doc), every case at its baseline."""
+def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: CommAlone | None = None) -> Graph:
+    """No overlap (module doc), every case at its baseline, collectives at their speed alone (``model``)."""
     g = without_contention(rg, cases, baseline)
+    g = replace(g, tail=alone_tails(rg, model or CommAlone()))
     n = rg.n_ops
-    order = np.full(n, -1, np.int64)  # each activity's place in its rank's launch order
-    order[rg.launch_op] = np.arange(len(rg.launch_op))
+    launched, key, deferred = _deferred_order(rg)  # the activities in the order each rank now runs them
+    order = np.full(n, -1, np.int64)
+    order[launched] = np.arange(len(launched))
     node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
     pred = g.pred_idx
-    # an inferred dependency on an activity launched later contradicts the order they now run in
+    # an inferred dependency on an activity that now runs later contradicts that order; a CPU blocked until a
+    # deferred all-reduce ended would not have waited for it (it was not yet launched)
     drop = (rg.edge_kind == INFERRED) & (order[np.minimum(pred, n - 1)] > order[np.minimum(node, n - 1)])
+    drop |= (rg.edge_kind == BLOCKED) & (pred < n) & deferred[np.minimum(pred, n - 1)]
     keep = ~drop
-    launched = rg.launch_op
     rank = rg.ops["run_id"].cast(pl.String) + "/" + rg.ops["rank"].cast(pl.String)
     same = np.r_[False, (rank.gather(launched[1:]) == rank.gather(launched[:-1])).to_numpy()]
     new_node, new_pred = launched[same], launched[np.flatnonzero(same) - 1]
@@ -119,13 +125,41 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
     np.cumsum(np.bincount(all_node, minlength=g.n), out=ptr[1:])
     # a rank's calls in order, each launch before the activity it launched: every predecessor first
     lane = np.zeros(g.n, np.int64)
-    place = np.full(g.n, -1, np.int64)
+    place = np.full(g.n, -1.0)
     if n < g.n:
         rank_of = rg.ops.select(pl.struct("run_id", "rank").rank("dense").cast(pl.Int64)).to_series().to_numpy()
-        calls = np.arange(len(launched))
-        lane[:n], lane[n:] = rank_of, rank_of[launched]
-        place[n:], place[launched] = 2 * calls, 2 * calls + 1
-    unlaunched = place[:n] < 0
-    if unlaunched.any():  # an activity no call launched: no such order is known
+        lane[:n], lane[n:] = rank_of, rank_of[rg.launch_op]
+        place[n:] = 2.0 * np.arange(len(rg.launch_op))
+        place[launched] = 2.0 * key + 1.0
+    if (place[:n] < 0).any():  # an activity no call launched: no such order is known
         return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o])
-    return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o], lane=lane, lane_place=place)
+    places = np.empty(g.n, np.int64)
+    places[np.argsort(place, kind="stable")] = np.arange(g.n)
+    return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o], lane=lane, lane_place=places)
+
+
+def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The launched activities in the order each rank runs them serialized, each one's key (its launch call's
+    place, in call order; a deferred all-reduce's between the last all-reduce of its step and the next call),
+    and per activity (node order) whether it is a deferred all-reduce:
+    in each normal step, the all-reduces go after the activities launched before the step's last all-reduce,
+    in the order they were launched."""
+    calls = np.arange(len(rg.launch_op), dtype=np.float64)
+    frame = rg.ops[rg.launch_op].select(
+        pl.struct("run_id", "rank").rank("dense").alias("lane"), "step",
+        ((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync")
+         & pl.col("collective").cast(pl.String).str.starts_with("AllReduce")).fill_null(False).alias("deferred"),
+    ).with_columns(pl.Series("call", calls))
+    frame = frame.with_columns(
+        pl.when(pl.col("deferred")).then(pl.col("call")).max().over("lane", "step").alias("last"),
+        pl.col("deferred").cast(pl.Int64).cum_sum().over("lane", "step").alias("nth"),
+        pl.col("deferred").sum().over("lane", "step").alias("count"))
+    # keys in (last + 0.1, last + 0.4): after the last all-reduce's call, before the next call
+    key = frame.select(pl.when(pl.col("deferred"))
+                       .then(pl.col("last") + 0.1 + 0.3 * pl.col("nth") / (pl.col("count") + 1))
+                       .otherwise(pl.col("call"))).to_series().to_numpy()
+    lane = frame["lane"].to_numpy()
+    order = np.lexsort((calls, key, lane))
+    deferred = np.zeros(rg.n_ops, bool)
+    deferred[rg.launch_op] = frame["deferred"].to_numpy()
+    return rg.launch_op[order], key[order], deferred

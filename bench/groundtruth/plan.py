@@ -75,8 +75,15 @@ MODELS = ("gpt2", "llama", "bert", "vit", "resnet50")
 
 
 def plan(kind: str) -> list[Run]:
-    """The runs of one batch, in the order they are worth having (a deadline cuts the tail)."""
+    """The runs of one batch, in the order they are worth having (a deadline cuts the tail). ``c``: the 2-GPU
+    configurations and the CPU-bound repeats, serialized by the hook that reduces at the last bucket."""
     runs = [twin(m) for m in (*MODELS, "resnet50b32")]
+    if kind == "c":
+        runs += config_runs("resnet50b32", 2, 25, repeats=3)
+        for cap in (2, 25):
+            for m in MODELS:
+                runs += config_runs(m, 2, cap)
+        return runs
     for cap in (25, 2):
         for m in MODELS:
             runs += config_runs(m, 2, cap)

@@ -70,12 +70,14 @@ def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
-              ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True) -> replay.WhatIf:
-    """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways``."""
+              ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True,
+              comm: replay.CommAlone | None = None) -> replay.WhatIf:
+    """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways`` (``comm``: the
+    collectives' speed alone when serialized, default the fitted one)."""
     ops = on_clock(ops)
     named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
     return replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named, ways=ways,
-                        replay_trace=replay_trace)
+                        replay_trace=replay_trace, comm=comm)
 
 
 def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:

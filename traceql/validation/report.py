@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from traceql.analyzers.replay.alone import fit
 from traceql.validation import scoring, whatifs
 from traceql.validation.matrix import Matrix
 
@@ -46,18 +47,27 @@ def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict[st
     return rows
 
 
-def _serial_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+def _serial_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Per configuration, the serialized what-if with the collectives' speed alone fitted on the other models'
+    configurations (leave-one-model-out); and the fit on every configuration (what ``whatif`` ships)."""
+    configs = [cfg for cfg in matrix.configurations() if cfg.serial]
+    pairs: dict[str, list] = {}
+    for cfg in configs:
+        progress(f"communication alone: {cfg.name}")
+        runs = zip(cfg.stock, cfg.serial, strict=False)  # a noisy configuration's repeats, paired in order
+        pairs[cfg.name] = [(whatifs.comm_tails(a), whatifs.comm_tails(b)) for a, b in runs]
     rows = []
-    for cfg in matrix.configurations():
-        if not cfg.serial:
-            continue
+    for cfg in configs:
         progress(f"serialized: {cfg.name}")
-        s = whatifs.serialized(cfg.stock, cfg.serial)
+        comm = fit([p for c in configs if family(c.model) != family(cfg.model) for p in pairs[c.name]])
+        s = whatifs.serialized(cfg.stock, cfg.serial, comm)
         rows.append({"config": cfg.name, "gpu": cfg.gpu, "model": cfg.model, "world": cfg.world, "cap": cfg.cap,
+                     "wait_us": comm.wait_ns / 1e3, "share": comm.share,
                      "runs": len(cfg.stock), "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
                      "measured_ms": s.measured_ns / 1e6, "error": s.error,
                      "saves_predicted_ms": s.saving_predicted_ns / 1e6, "saves_real_ms": s.saving_real_ns / 1e6})
-    return rows
+    every = fit([p for c in configs for p in pairs[c.name]])
+    return rows, {"wait_ns": every.wait_ns, "share": every.share}
 
 
 def _injected_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -77,10 +87,11 @@ def _injected_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict
 def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Every verdict on every run of ``matrix``: labels per stock run, serialized per configuration, the
     straggler and delay what-ifs per injected run."""
-    return {"runs": len(matrix.runs), "gpus": sorted({r.kind for r in matrix.runs}),
+    serial, comm = _serial_rows(matrix, progress)
+    return {"comm_alone": comm, "runs": len(matrix.runs), "gpus": sorted({r.kind for r in matrix.runs}),
             "hosts": sorted({r.gpu for r in matrix.runs}),
             "configurations": len(matrix.configurations()), "labels": _label_rows(matrix, progress),
-            "serialized": _serial_rows(matrix, progress), "injected": _injected_rows(matrix, progress)}
+            "serialized": serial, "injected": _injected_rows(matrix, progress)}
 
 
 def _spread(rows: list[dict[str, Any]], key: str, worst: Callable[[list[float]], float], fmt: str,

@@ -1,7 +1,8 @@
 """The what-if's answers against the runs of the counterfactual that the matrix measured.
 
 - *serialized*: ``whatif``'s ``serialized_ns`` of the stock run against the serialized run's measured step;
-  the overlap saving it predicts (serialized − replayed) against the real one (serial − stock, measured).
+  the overlap saving it predicts (serialized − replayed) against the real one (serial − stock, measured). The
+  collectives' speed alone (``analyzers.replay.alone``) is fitted on other runs' pairs (``comm_tails``).
 - *without the straggler*: in the steps a rank was made late (a CPU sleep or a GPU spin), ``without_straggler_ns``
   against the run's other steps (what the step takes with nobody late).
 - *shortened delay*: the GPU-delay run replayed with the injected spin kernel shortened by its length, against
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceql.analyzers.replay.alone import CommAlone
 from traceql.validation.matrix import MatrixRun
 
 SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
@@ -56,10 +58,34 @@ class Serialized:
         return self.measured_ns - self.stock_ns
 
 
-def serialized(stock: list[MatrixRun], serial: list[MatrixRun]) -> Serialized:
-    """The stock runs' predicted serialized step against the serial runs' measured one (several runs of a noisy
-    configuration: the median of each run's median)."""
-    s = [replayed_steps(r) for r in stock]
+def serialized_steps(run: MatrixRun, comm: CommAlone | None = None) -> pl.DataFrame:
+    """``whatif``'s steps of the run with only the serialized what-if, the collectives alone as ``comm`` says,
+    the first captured step left out."""
+    from traceql.labelling.replayed import activities, replay_of, with_cases
+    from traceql.labelling.request import request
+
+    req = request(run.path())
+    timeline, labelled = req.label(req.runs()[0], req.read_baseline())
+    ops = with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
+    done = replay_of(ops, timeline.waits, ways=("serialized_ns",), comm=comm)
+    return done.steps.filter(~pl.col("first")).sort("step")
+
+
+def comm_tails(run: MatrixRun) -> pl.DataFrame:
+    """Every collective member's tail and its overlap with computation (``analyzers.replay.alone.tails``)."""
+    from traceql.analyzers.replay.alone import tails
+    from traceql.analyzers.replay.graph import build
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.replayed import activities, on_clock
+
+    timeline = read_timeline(run.path())
+    return tails(build(on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks)), timeline.waits))
+
+
+def serialized(stock: list[MatrixRun], serial: list[MatrixRun], comm: CommAlone | None = None) -> Serialized:
+    """The stock runs' predicted serialized step (the collectives alone as ``comm`` says) against the serial
+    runs' measured one (several runs of a noisy configuration: the median of each run's median)."""
+    s = [serialized_steps(r, comm) for r in stock]
     return Serialized(median([float(x["measured_ns"].median()) for x in s]),
                       median([float(x["serialized_ns"].median()) for x in s]),
                       median([float(replayed_steps(r)["measured_ns"].median()) for r in serial]))
