@@ -21,16 +21,16 @@ FIGURES_PAGE = FIGURES
 
 def test_the_matrix_holds_its_configurations_and_their_counterfactuals() -> None:
     configs = MATRIX.configurations()
-    assert len(MATRIX.runs) == 96 and len(configs) == 36
-    assert {r.gpu for r in MATRIX.runs} == {"h100-a", "h100-b"} and {r.kind for r in MATRIX.runs} == {"h100"}
+    assert len(MATRIX.runs) == 109 and len(configs) == 39
+    assert {r.gpu for r in MATRIX.runs} == {"h100-a", "h100-b", "h100-c"} and {r.kind for r in MATRIX.runs} == {"h100"}
     assert all(c.twin is not None and c.twin.gpu == c.gpu for c in configs)  # each host's own twin
-    assert sum(bool(c.serial) for c in configs) == 35
+    assert sum(bool(c.serial) for c in configs) == 38
     assert len({r.label for r in MATRIX.runs}) == len(MATRIX.runs)
     assert {family(c.model) for c in configs} == {"gpt2", "llama", "bert", "vit", "resnet50"}
     assert {(c.world, c.cap) for c in configs} == {(2, 2), (2, 25), (4, 2), (4, 25)}
     assert len(MATRIX.injected("cpu-straggler")) == 5 and len(MATRIX.injected("gpu-delay")) == 5
-    noisy = next(c for c in configs if c.model == "resnet50b32")
-    assert len(noisy.stock) == len(noisy.serial) == 3
+    for noisy in (c for c in configs if c.model == "resnet50b32"):
+        assert len(noisy.stock) == len(noisy.serial) == 3
 
 
 def test_each_manifest_names_the_hardware_software_and_counterfactual() -> None:
@@ -92,8 +92,11 @@ def test_the_figures_are_those_of_the_runs() -> None:
     """Recomputed here from the exports: a configuration's serialized what-if, a straggler's, a delay's, and
     one stock run's detector and in-run scores at the settings the page says were chosen."""
     cfg = next(c for c in MATRIX.configurations() if c.name == "h100-b llama 2g cap25")
-    s = whatifs.serialized(cfg.stock, cfg.serial)
+    from traceql.analyzers.replay.alone import CommAlone
+
     row = next(r for r in FIGURES["serialized"] if r["config"] == cfg.name)
+    assert row["wait_us"] != FIGURES["comm_alone"]["wait_ns"] / 1e3  # fitted without the model scored
+    s = whatifs.serialized(cfg.stock, cfg.serial, CommAlone(row["wait_us"] * 1e3, row["share"]))
     assert math.isclose(row["predicted_ms"], s.predicted_ns / 1e6) and math.isclose(row["error"], s.error)
     straggler = MATRIX.run("bert-2g-cap25-cpu-straggler")
     x = whatifs.without_straggler(straggler)
@@ -187,7 +190,27 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
     ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
-    assert ddp.startswith("measured on 96 runs (H100, DDP): serialized ") and "outside" not in ddp
+    assert ddp.startswith("measured on 109 runs (H100, DDP): serialized ") and "outside" not in ddp
     assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp
     fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys").measured
     assert fsdp.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")
+
+
+def test_communication_alone_is_the_fit_on_the_matrix_and_holds_on_a_configuration() -> None:
+    """The serialized what-if's model of a collective alone: the shipped constants are the fit on every
+    configuration (what the validation page reports), and on a configuration's own runs the tails it predicts
+    from the overlapped run are closer to the serialized run's than the overlapped tails are."""
+    from traceql.analyzers.replay.alone import CommAlone, alone_tails
+    from traceql.analyzers.replay.graph import build
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.replayed import activities, on_clock
+
+    assert (CommAlone().wait_ns, CommAlone().share) == (FIGURES["comm_alone"]["wait_ns"],
+                                                        FIGURES["comm_alone"]["share"])
+    cfg = next(c for c in MATRIX.configurations() if c.name == "h100-c llama 2g cap2")
+    timeline = read_timeline(cfg.stock[0].path())
+    rg = build(on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks)), timeline.waits)
+    member = rg.graph.group[:rg.n_ops] >= 0
+    measured, alone = rg.graph.tail[:rg.n_ops][member].sum(), alone_tails(rg, CommAlone())[:rg.n_ops][member].sum()
+    serial = whatifs.comm_tails(cfg.serial[0])["tail"].sum()
+    assert alone < measured and abs(alone - serial) < 0.5 * abs(measured - serial)

@@ -65,3 +65,22 @@ def test_the_verdict_names_what_to_act_on() -> None:
     assert [s["rank"] for s in verdict.stragglers] == [2] and verdict.stragglers[0]["steps"] == [2, 4]
     single = whatif(SINGLE_TRACE).runs[0]
     assert single.lines == ["no communication to overlap", "no slowdown cases", "one rank: no straggler to judge"]
+
+
+def test_a_trace_whose_stream_order_is_impossible_is_noted(tmp_path: Path) -> None:
+    """One kernel lengthened by a millisecond in a copy of a real export, so that it overlaps the next one on its
+    stream: the replay still runs, and the what-if says the trace is broken instead of trusting it."""
+    import shutil
+    import sqlite3
+
+    run = shutil.copytree(RUNS / "block-tp-nsys", tmp_path / "block-tp-nsys")
+    assert whatif(run).graph["disordered"] == 0 and not any("broken" in n for n in whatif(run).notes)
+    export = run / "traces" / "block-tp-nsys_rank0.sqlite"
+    with sqlite3.connect(export) as db:
+        (stream, start), = db.execute("SELECT streamId, start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                      "ORDER BY start LIMIT 1 OFFSET 200").fetchall()
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = \"end\" + 1000000 WHERE streamId = ? AND start = ?",
+                   (stream, start))
+    result = whatif(run)
+    assert result.graph["disordered"] >= 1
+    assert any("stream runs in order, so the trace is broken or was edited" in n for n in result.notes)

@@ -33,7 +33,8 @@ WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
 @dataclass
 class WhatIf:
     """Per step (:data:`STEPS`), and how the graph was made: edges recorded in the trace, inferred, activities
-    nothing explained, nodes a cycle had to release."""
+    nothing explained, nodes a cycle had to release, activities that began well before their stream's previous
+    one ended (a trace whose stream order is impossible)."""
 
     steps: pl.DataFrame
     recorded: int
@@ -41,6 +42,7 @@ class WhatIf:
     unexplained: int
     forced: int
     activities: int
+    disordered: int = 0
 
 
 def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
@@ -81,7 +83,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
     return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
-                  rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops)
+                  rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
+                  rg.disordered)
 
 
 def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:

@@ -38,6 +38,8 @@ INFERRED_NS = 20_000  # an unexplained start this soon after another stream's en
 BLOCKED_GAP_NS = 50_000  # a CPU idle this long between two launches may have been blocked on the GPU ...
 BLOCKED_RESUME_NS = 1_000_000  # ... when it resumed this soon after everything it had launched ended
 CPU_MIN_NS = 5_000  # the CPU's own time between two launches where it was blocked in between
+DISORDER_NS = 20_000  # an activity that began this long before the one before it on its stream ended: a broken
+# trace (a stream runs in order; programmatic dependent launch overlaps a few microseconds at most)
 
 OP_SCHEMA = {"run_id": pl.String, "rank": pl.Int32, "device": pl.Int32, "stream": pl.Int64, "start_ns": pl.Int64,
              "end_ns": pl.Int64, "launch_ns": pl.Int64, "correlation_id": pl.Int64, "kind": pl.String,
@@ -67,6 +69,7 @@ class RunGraph:
     recorded: int
     inferred: int
     unexplained: int  # activities that began more than INFERRED_NS after anything explains (they keep that gap)
+    disordered: int  # activities that began more than DISORDER_NS before their stream's previous one ended
     measured: Replayed  # every node's times as the trace has them
 
 
@@ -126,8 +129,10 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     group, tail = _collectives(ops, start, end)
     graph.group = np.r_[group, np.full(m, -1, np.int64)]
     graph.tail = np.r_[tail, np.zeros(m, np.int64)]
+    prev = by_stream[np.flatnonzero(same) - 1]
+    disordered = int((end[prev] - start[by_stream[same]] > DISORDER_NS).sum())
     return RunGraph(graph, ops, n, kind[order], launch_op, launch_of, len(rec_node), len(inf_node),
-                    int((start - explained > INFERRED_NS).sum()), Replayed(all_start, all_end, 0))
+                    int((start - explained > INFERRED_NS).sum()), disordered, Replayed(all_start, all_end, 0))
 
 
 def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:

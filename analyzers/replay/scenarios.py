@@ -3,12 +3,13 @@ edges changed, replayed by ``engine.replay``.
 
 - :func:`without_contention`: every slowdown case at its baseline (what it would have taken alone).
 - :func:`without_stragglers`: in each step that had a straggler, that rank's CPU takes no longer than its
-  replicas' CPUs took between the same launches (the median of theirs, launch by launch, where the step's
-  launches are as many on every rank; else no gap longer than theirs), so that it arrives at the collectives as
-  they do; and no activity of that step takes longer than it took in its rank's other steps (while the others
-  waited, their collectives sat on the GPU beside their computation and slowed it); what the straggler ran in
-  that step and never in its other steps (extra work on its GPU) takes no time. Nothing takes longer than it
-  did: a step is never slower without its straggler.
+  replicas' CPUs took between the same launches (the median of theirs, launch by launch: the k-th launch of an
+  activity's name in the step; a launch they never made no longer than their typical one), and starts the step
+  as long after its GPU's previous work as they did, so that it arrives at the collectives as they do; and no
+  activity of that step takes longer than it took in its rank's other steps (while the others waited, their
+  collectives sat on the GPU beside their computation and slowed it); what the straggler ran in that step and
+  never in its other steps (extra work on its GPU) takes no time. Nothing takes longer than it did: a step is
+  never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them,
   but the gradients' all-reduces of a step deferred until the computation launched before the last of them has
   run (as DDP with every bucket reduced after the backward); every case at its baseline, every collective at
@@ -24,7 +25,7 @@ import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone, alone_tails
 from traceql.analyzers.replay.engine import Graph
-from traceql.analyzers.replay.graph import BLOCKED, CHAIN, INFERRED, RunGraph
+from traceql.analyzers.replay.graph import BLOCKED, CHAIN, INFERRED, RECORDED, STREAM, RunGraph
 
 
 def without_contention(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
@@ -45,23 +46,48 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     chain = np.flatnonzero(rg.edge_kind == CHAIN)
     slot = np.full(len(rg.launch_op), -1, np.int64)
     slot[node[chain] - rg.n_ops] = chain
-    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step").with_columns(
+    by_name = "_name" in rg.ops.columns
+    key = (pl.col("_name") if by_name else pl.lit("")).alias("_key")
+    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step", key).with_columns(
         pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)))
+    # the same launch on every rank: the k-th of its activity's name in the step (the k-th of the step without names)
+    calls = calls.with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "_key").alias("pos"))
     for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
         mine = calls.filter(pl.col("run_id") == run, pl.col("step") == step)
         own = mine.filter(pl.col("rank") == rank)
-        others = [part["lag"].to_numpy() for _, part in mine.filter(pl.col("rank") != rank).group_by("rank")]
+        others = mine.filter(pl.col("rank") != rank)
         slots = own["slot"].to_numpy()
-        if not others or not len(slots):
+        if others.is_empty() or not len(slots):
             continue
-        mine = own["lag"].to_numpy()
-        if all(len(o) == len(slots) for o in others):
-            new = np.minimum(mine, np.median(np.vstack(others), axis=0).astype(np.int64))
-        else:
-            new = np.minimum(mine, max(int(o.max()) for o in others if len(o)))
+        theirs = others.group_by("_key", "pos").agg(pl.col("lag").median().alias("theirs"))
+        # a launch the others never made (the straggler's extra work): no longer than their typical lag
+        matched = own.join(theirs, on=["_key", "pos"], how="left", maintain_order="left")
+        typical = float(others["lag"].median())
+        new = np.minimum(own["lag"].to_numpy(), matched["theirs"].fill_null(typical).round().cast(pl.Int64).to_numpy())
+        if slots[0] >= 0:  # the step's first launch: as late after its GPU's previous work as the others' were
+            new[0] = min(new[0], _first_lag(rg, run, step, rank, int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
+
+
+def _first_lag(rg: RunGraph, run: str, step: int, rank: int, previous: int) -> int:
+    """The lag after its ``previous`` launch that starts the straggler's first launch of ``step`` as long after its
+    GPU finished the earlier steps as the other ranks' first launches started after theirs (the median): the CPU
+    time between two steps' launches is mostly a wait for the GPU, which launch-by-launch lags cannot tell."""
+    t = rg.measured
+    ops = rg.ops.select("run_id", "rank", "step", "step_kind").with_columns(
+        pl.Series("end", t.end[:rg.n_ops]),
+        pl.Series("launch", np.where(rg.launch_of >= 0, t.start[np.maximum(rg.launch_of, 0)], np.iinfo(np.int64).max)))
+    ops = ops.filter(pl.col("run_id") == run)
+    first = ops.filter(pl.col("step") == step).group_by("rank").agg(pl.col("launch").min())
+    before = ops.filter(pl.col("step") < step).group_by("rank").agg(pl.col("end").max())
+    gaps = first.join(before, on="rank").with_columns((pl.col("launch") - pl.col("end")).alias("gap"))
+    others = gaps.filter(pl.col("rank") != rank)["gap"]
+    own = gaps.filter(pl.col("rank") == rank)
+    if others.is_empty() or own.is_empty():
+        return np.iinfo(np.int64).max
+    return max(0, int(own["end"][0] + others.median() - t.start[previous]))
 
 
 def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:
@@ -140,16 +166,18 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
 
 def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The launched activities in the order each rank runs them serialized, each one's key (its launch call's
-    place, in call order; a deferred all-reduce's between the last all-reduce of its step and the next call),
-    and per activity (node order) whether it is a deferred all-reduce:
-    in each normal step, the all-reduces go after the activities launched before the step's last all-reduce,
-    in the order they were launched."""
+    place, in call order; a deferred all-reduce's between the last deferred all-reduce of its step and the next
+    call), and per activity (node order) whether it is deferred: in each normal step, the all-reduces that
+    nothing launched before the step's last one waits for (DDP's gradients; not tensor parallelism's, which
+    the next layer reads) go after the activities launched before that last one, in the order they were
+    launched."""
     calls = np.arange(len(rg.launch_op), dtype=np.float64)
     frame = rg.ops[rg.launch_op].select(
-        pl.struct("run_id", "rank").rank("dense").alias("lane"), "step",
+        pl.struct("run_id", "rank").rank("dense").alias("lane"), pl.col("step").fill_null(-1),
         ((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync")
          & pl.col("collective").cast(pl.String).str.starts_with("AllReduce")).fill_null(False).alias("deferred"),
     ).with_columns(pl.Series("call", calls))
+    frame = frame.with_columns(pl.Series("deferred", _deferrable(rg, frame)))
     frame = frame.with_columns(
         pl.when(pl.col("deferred")).then(pl.col("call")).max().over("lane", "step").alias("last"),
         pl.col("deferred").cast(pl.Int64).cum_sum().over("lane", "step").alias("nth"),
@@ -163,3 +191,27 @@ def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     deferred = np.zeros(rg.n_ops, bool)
     deferred[rg.launch_op] = frame["deferred"].to_numpy()
     return rg.launch_op[order], key[order], deferred
+
+
+def _deferrable(rg: RunGraph, frame: pl.DataFrame) -> np.ndarray:
+    """Per launch call (``frame``: ``lane``, ``step``, ``deferred`` candidates, ``call``), whether its all-reduce
+    can wait for the end of its step: no activity launched before the step's last such all-reduce waits for it
+    (a stream or recorded dependency; an inferred one is a guess), the last taken again until none changes."""
+    n, g = rg.n_ops, rg.graph
+    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    edge = np.isin(rg.edge_kind, (STREAM, RECORDED)) & (node < n) & (g.pred_idx < n)
+    src, dst = g.pred_idx[edge], node[edge]
+    call = np.full(n, -1, np.int64)
+    call[rg.launch_op] = np.arange(len(rg.launch_op))
+    src, dst = src[(call[src] >= 0) & (call[dst] >= 0)], dst[(call[src] >= 0) & (call[dst] >= 0)]
+    src, dst = call[src], call[dst]  # as launch calls
+    ok = frame["deferred"].to_numpy().copy()
+    group = frame.select(pl.struct("lane", "step").rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    for _ in range(8):
+        last = np.full(group.max() + 1, -1, np.int64)
+        np.maximum.at(last, group[ok], np.flatnonzero(ok))
+        waits = ok[src] & ~ok[dst] & (dst < last[group[dst]])
+        if not waits.any():
+            break
+        ok[src[waits]] = False
+    return ok

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
+from traceql.analyzers.replay.graph import DISORDER_NS
 from traceql.labelling.measured import sentence
 from traceql.labelling.replayed import RunVerdict, replayed, verdict
 from traceql.labelling.request import Request
@@ -36,7 +37,7 @@ def what_if(req: Request) -> WhatIfResult:
     """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them)."""
     baseline = req.read_baseline()
     frames, runs, notes, collectives = [], [], [], set()
-    graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0}
+    graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0, "disordered": 0}
     for paths in req.runs():
         timeline, labelled = req.label(paths, baseline)
         ranked = run_steps(timeline, labelled)
@@ -47,6 +48,11 @@ def what_if(req: Request) -> WhatIfResult:
         frames.append(done.steps)
         for key in graph:
             graph[key] += getattr(done, key)
+        if done.disordered:
+            names = ", ".join(timeline.ranks["run_id"].unique(maintain_order=True).to_list())
+            notes.append(f"{names}: {done.disordered:,} GPU activities began more than "
+                         f"{DISORDER_NS // 1000} us before the one before them on their stream ended; a stream runs "
+                         "in order, so the trace is broken or was edited, and the replay's figures may be wrong")
         for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
