@@ -190,8 +190,11 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
     ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
-    assert ddp.startswith("measured on 109 runs (H100, DDP): serialized ") and "outside" not in ddp
-    assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp
+    assert ddp.startswith("measured on 109 runs (H100, DDP; GPU-bound): serialized ") and "outside" not in ddp
+    assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp and "CPU-bound" not in ddp
+    cpu = traceql.whatif(ROOT / "datasets" / "runs" / "resnet50-inrun-nsys").measured  # its GPUs idle 40 %
+    gap = summarise(FIGURES_PAGE)["cpu_bound_saving_gap_ms"][1]
+    assert "of its steps (CPU-bound), where the overlap saving was off by up to " f"{gap:+.2f} ms" in cpu
     fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys").measured
     assert fsdp.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")
 

@@ -15,6 +15,8 @@ from typing import Any
 
 FIGURES = Path(__file__).with_name("measured.json")
 VALIDATED = {"AllReduce", "Broadcast"}  # the collectives of the measured runs: DDP's gradients and buffers
+CPU_BOUND = {"resnet50b32"}  # the matrix's CPU-bound configurations (their GPUs idle a third of the step)
+IDLE_SHARE = 0.2  # a run whose GPUs sat idle more than this share of its steps is CPU-bound
 
 
 @cache
@@ -29,19 +31,24 @@ def _pct(pair: list[float]) -> str:
     return f"median {pair[0]:+.1%}, worst {pair[1]:+.1%}"
 
 
-def sentence(collectives: set[str]) -> str | None:
+def sentence(collectives: set[str], idle: float | None = None) -> str | None:
     """How far the what-if's answers were off on the matrix, and whether this run's collectives were among
-    those measured (``collectives``: its communication kernels' operations, e.g. ``AllReduce``)."""
+    those measured (``collectives``: its communication kernels' operations, e.g. ``AllReduce``), and whether
+    its steps were CPU-bound (``idle``: the median share of a step its GPUs sat idle)."""
     f = figures()
     if f is None:
         return None
-    text = (f"measured on {f['runs']} runs ({', '.join(g.upper() for g in f['gpus'])}, DDP): serialized "
+    text = (f"measured on {f['runs']} runs ({', '.join(g.upper() for g in f['gpus'])}, DDP; GPU-bound): serialized "
             f"{_pct(f['serialized_error'])}; overlap saving predicted - real median "
             f"{f['saving_gap_ms'][0]:+.2f} ms, worst {f['saving_gap_ms'][1]:+.2f} ms; without the straggler "
             f"{_pct(f['straggler_error'])}")
     other = sorted(c for c in collectives if c not in VALIDATED)
     if other:
         text += f"; this run's {', '.join(other)} lie outside them (DDP all-reduces only)"
+    if idle is not None and idle > IDLE_SHARE and f.get("cpu_bound_saving_gap_ms"):
+        text += (f"; this run's GPUs sat idle {idle:.0%} of its steps (CPU-bound), where the overlap saving was "
+                 f"off by up to {f['cpu_bound_saving_gap_ms'][1]:+.2f} ms and serialized by "
+                 f"{f['cpu_bound_serialized_error'][1]:+.1%}")
     return text
 
 
@@ -50,8 +57,13 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     def spread(values: list[float]) -> list[float]:
         return [statistics.median(values), max(values, key=abs)]
 
-    ser = res["serialized"]
+    ser = [r for r in res["serialized"] if r["model"] not in CPU_BOUND]
+    cpu = [r for r in res["serialized"] if r["model"] in CPU_BOUND]
     strag = [r["error"] for r in res["injected"] if r["way"] == "without straggler"]
-    return {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),
-            "saving_gap_ms": spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]),
-            "straggler_error": spread(strag)}
+    out = {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),
+           "saving_gap_ms": spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]),
+           "straggler_error": spread(strag)}
+    if cpu:
+        out["cpu_bound_serialized_error"] = spread([r["error"] for r in cpu])
+        out["cpu_bound_saving_gap_ms"] = spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in cpu])
+    return out

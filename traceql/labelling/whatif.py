@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ class WhatIfResult:
 def what_if(req: Request) -> WhatIfResult:
     """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them)."""
     baseline = req.read_baseline()
-    frames, runs, notes, collectives = [], [], [], set()
+    frames, runs, notes, collectives, idles = [], [], [], set(), []
     graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0, "disordered": 0}
     for paths in req.runs():
         timeline, labelled = req.label(paths, baseline)
@@ -44,6 +45,8 @@ def what_if(req: Request) -> WhatIfResult:
         comm = timeline.kernels.filter(pl.col("kind") == "comm")
         collectives |= {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
         notes += ranked.notes
+        busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
+        idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
         done = ranked.replayed or replayed(timeline, labelled)
         frames.append(done.steps)
         for key in graph:
@@ -60,4 +63,5 @@ def what_if(req: Request) -> WhatIfResult:
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
-    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives))
+    idle = statistics.median(idles) if idles else None
+    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle))
