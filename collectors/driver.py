@@ -100,6 +100,8 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 opt.zero_grad(set_to_none=True)
     result["step_times_ms"] = window.times
     result["ddp_buckets"] = ddp_buckets(model)
+    # each trained parameter's gradient bytes, in registration order: what DDP packs into buckets at any cap
+    result["param_bytes"] = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
     result["comm"] = args.comm if serial is not None else "overlap"
     if window.delay is not None:
         result["gpu_delay"] = window.delay.record()

@@ -168,6 +168,8 @@ def test_buckets_from_runs_the_ranks_recorded(invoke, tmp_path: Path) -> None:
     assert all(sum(c["bucket_bytes"]) == 4 * TINY_PARAMS for c in caps.values())
     assert caps[0.05]["buckets"] == caps[1]["buckets"] == 2
     assert caps[1]["bucket_bytes"][0] >= 2**20 > caps[1]["bucket_bytes"][1]
+    recorded = json.loads((runs[0] / "results" / "rank0.json").read_text())
+    assert sum(recorded["param_bytes"]) == 4 * TINY_PARAMS and 2**20 in recorded["param_bytes"]  # the 512 x 512
     assert data["comm_model"] is None and all(c["allreduce_ms"] == [] for c in caps.values())
     assert "no trace" in result.stderr
 
