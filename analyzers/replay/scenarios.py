@@ -195,8 +195,9 @@ def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _deferrable(rg: RunGraph, frame: pl.DataFrame) -> np.ndarray:
     """Per launch call (``frame``: ``lane``, ``step``, ``deferred`` candidates, ``call``), whether its all-reduce
-    can wait for the end of its step: no activity launched before the step's last such all-reduce waits for it
-    (a stream or recorded dependency; an inferred one is a guess), the last taken again until none changes."""
+    can wait for the end of its step: no activity of its step launched before the step's last such all-reduce
+    waits for it (a stream or recorded dependency; an inferred one is a guess), the last taken again until none
+    changes."""
     n, g = rg.n_ops, rg.graph
     node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
     edge = np.isin(rg.edge_kind, (STREAM, RECORDED)) & (node < n) & (g.pred_idx < n)
@@ -210,7 +211,7 @@ def _deferrable(rg: RunGraph, frame: pl.DataFrame) -> np.ndarray:
     for _ in range(8):
         last = np.full(group.max() + 1, -1, np.int64)
         np.maximum.at(last, group[ok], np.flatnonzero(ok))
-        waits = ok[src] & ~ok[dst] & (dst < last[group[dst]])
+        waits = ok[src] & ~ok[dst] & (group[src] == group[dst]) & (dst < last[group[dst]])
         if not waits.any():
             break
         ok[src[waits]] = False
