@@ -52,6 +52,7 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
         pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)))
     # the same launch on every rank: the k-th of its activity's name in the step (the k-th of the step without names)
     calls = calls.with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "_key").alias("pos"))
+    bounds = _step_bounds(rg)
     for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
         mine = calls.filter(pl.col("run_id") == run, pl.col("step") == step)
         own = mine.filter(pl.col("rank") == rank)
@@ -65,29 +66,36 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
         typical = float(others["lag"].median())
         new = np.minimum(own["lag"].to_numpy(), matched["theirs"].fill_null(typical).round().cast(pl.Int64).to_numpy())
         if slots[0] >= 0:  # the step's first launch: as late after its GPU's previous work as the others' were
-            new[0] = min(new[0], _first_lag(rg, run, step, rank, int(g.pred_idx[slots[0]])))
+            new[0] = min(new[0], _first_lag(rg, bounds, run, step, rank, int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
 
 
-def _first_lag(rg: RunGraph, run: str, step: int, rank: int, previous: int) -> int:
-    """The lag after its ``previous`` launch that starts the straggler's first launch of ``step`` as long after its
-    GPU finished the earlier steps as the other ranks' first launches started after theirs (the median): the CPU
-    time between two steps' launches is mostly a wait for the GPU, which launch-by-launch lags cannot tell."""
+def _step_bounds(rg: RunGraph) -> pl.DataFrame:
+    """Per run, rank and step: its first launch (``launch``) and the end of the rank's GPU work of the earlier
+    steps (``before``)."""
     t = rg.measured
-    ops = rg.ops.select("run_id", "rank", "step", "step_kind").with_columns(
+    never = np.iinfo(np.int64).max
+    per = (rg.ops.select("run_id", "rank", "step").with_columns(
         pl.Series("end", t.end[:rg.n_ops]),
-        pl.Series("launch", np.where(rg.launch_of >= 0, t.start[np.maximum(rg.launch_of, 0)], np.iinfo(np.int64).max)))
-    ops = ops.filter(pl.col("run_id") == run)
-    first = ops.filter(pl.col("step") == step).group_by("rank").agg(pl.col("launch").min())
-    before = ops.filter(pl.col("step") < step).group_by("rank").agg(pl.col("end").max())
-    gaps = first.join(before, on="rank").with_columns((pl.col("launch") - pl.col("end")).alias("gap"))
-    others = gaps.filter(pl.col("rank") != rank)["gap"]
+        pl.Series("launch", np.where(rg.launch_of >= 0, t.start[np.maximum(rg.launch_of, 0)], never)))
+        .filter(pl.col("step").is_not_null())
+        .group_by("run_id", "rank", "step").agg(pl.col("launch").min(), pl.col("end").max()).sort("step"))
+    return per.with_columns(pl.col("end").cum_max().shift(1).over("run_id", "rank").alias("before"))
+
+
+def _first_lag(rg: RunGraph, bounds: pl.DataFrame, run: str, step: int, rank: int, previous: int) -> int:
+    """The lag after its ``previous`` launch that starts the straggler's first launch of ``step`` as long after its
+    GPU finished the earlier steps as the other ranks' first launches started after theirs (the median;
+    ``bounds``: :func:`_step_bounds`): the CPU time between two steps' launches is mostly a wait for the GPU,
+    which launch-by-launch lags cannot tell."""
+    gaps = bounds.filter(pl.col("run_id") == run, pl.col("step") == step, pl.col("before").is_not_null())
+    others = (gaps["launch"] - gaps["before"]).filter(gaps["rank"] != rank)
     own = gaps.filter(pl.col("rank") == rank)
     if others.is_empty() or own.is_empty():
         return np.iinfo(np.int64).max
-    return max(0, int(own["end"][0] + others.median() - t.start[previous]))
+    return max(0, int(own["before"][0] + others.median() - rg.measured.start[previous]))
 
 
 def _typical_durations(rg: RunGraph, named: pl.DataFrame) -> np.ndarray:
