@@ -21,11 +21,11 @@ from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
 
-__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "WhatIf", "steps"]
+__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "WhatIf", "bucket_shifts", "steps"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
-         "serialized_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64}
+         "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64}
 WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
         "without_contention_ns": "without contention", "serialized_ns": "serialized"}
 
@@ -80,11 +80,23 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
             graph, changed = make[name]()
             done[name] = replay(graph, part, whole, only=changed)
     frame = _spans(rg, done, is_case).with_columns(pl.lit(None, pl.Int64).alias(k) for k in WAYS if k not in done)
+    frame = frame.with_columns(pl.lit(None, pl.Int64).alias("bucket_cap_ns"))
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
     return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
                   rg.disordered)
+
+
+def bucket_shifts(ops: pl.DataFrame, old: list[int], new: list[int], *, waits: pl.DataFrame | None = None,
+                  comm: CommAlone | None = None) -> pl.DataFrame:
+    """Per run and normal step of ``ops`` (as :func:`steps` takes them), how much later its step would end with
+    its gradients in DDP buckets of ``new`` bytes instead of its own ``old`` (``rebucket.SHIFTS``)."""
+    from traceql.analyzers.replay import rebucket
+
+    if ops.is_empty():
+        return pl.DataFrame(schema=rebucket.SHIFTS)
+    return rebucket.shifts(build(ops, waits), old, new, comm)
 
 
 def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:

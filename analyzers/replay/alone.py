@@ -46,12 +46,12 @@ def overlapped(rg: RunGraph) -> np.ndarray:
         busy = np.flatnonzero(compute & (lane == key))
         if not len(busy):
             continue
-        covered = _coverage(start[busy], end[busy])
+        covered = coverage(start[busy], end[busy])
         out[mine] = covered(end[mine]) - covered(end[mine] - g.tail[mine])
     return out
 
 
-def _coverage(start: np.ndarray, end: np.ndarray):  # noqa: ANN202 - a closure over the union's arrays
+def coverage(start: np.ndarray, end: np.ndarray):  # noqa: ANN202 - a closure over the union's arrays
     """``f(t)``: the time the union of the intervals covers before ``t`` (vectorised over ``t``)."""
     o = np.argsort(start, kind="stable")
     s, e = start[o], np.maximum.accumulate(end[o])

@@ -172,6 +172,12 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o], lane=lane, lane_place=places)
 
 
+def gradient_allreduces(rg: RunGraph) -> np.ndarray:
+    """Per activity (node order), whether it is one of a normal step's gradient all-reduces: those nothing
+    launched before the step's last one waits for (what :func:`serialized` defers)."""
+    return _deferred_order(rg)[2]
+
+
 def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The launched activities in the order each rank runs them serialized, each one's key (its launch call's
     place, in call order; a deferred all-reduce's between the last deferred all-reduce of its step and the next

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tests.paths import RUNS
+import polars as pl
+
+from tests.paths import ROOT, RUNS
 
 
 def test_whatif_as_a_user_runs_it(invoke, width: int) -> None:
@@ -32,3 +34,30 @@ def test_steps_keeps_the_longest(invoke) -> None:
     assert "the 2 longest of its steps" in out
     shown = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].rstrip("*").isdigit()]
     assert shown == ["2", "4"]  # the straggler's steps are the longest
+
+
+def test_whatif_at_another_cap_as_a_user_runs_it(invoke, narrow: int, tmp_path) -> None:
+    """The shipped Llama run at 25 MB on 4 H200s priced at 2 MB: a column and a verdict line that fit 80 columns,
+    the JSON's figures the table's, within 3 % of the shipped run at 2 MB."""
+    args = ["whatif", RUNS / "llama-4rank-cap25-nsys", "--bucket-cap", "2", "--gradients",
+            ROOT / "datasets" / "examples" / "llama" / "gradients.json"]
+    table = invoke(*args)
+    assert table.exit_code == 0, table.stderr
+    assert max(len(line) for line in table.stdout.splitlines()) <= narrow and "2 MB cap" in table.stdout
+    assert "  at 2 MB buckets (42 buckets, not 10): " in table.stdout
+    assert "another bucket cap (of 2 and 25 MB) median" in " ".join(table.stdout.split())
+    data = json.loads(invoke(*args, "--format", "json").stdout)
+    steps = pl.DataFrame(data["steps"]).filter(~pl.col("first"))
+    for s in steps.iter_rows(named=True):
+        assert any(line.split()[0] == str(s["step"]) and line.split()[-1] == f"{s['bucket_cap_ns'] / 1e6:,.2f}"
+                   for line in table.stdout.splitlines() if line.split())
+    real = json.loads(invoke("whatif", RUNS / "llama-4rank-cap2-nsys", "--format", "json").stdout)
+    real_ns = pl.DataFrame(real["steps"]).filter(~pl.col("first"))["measured_ns"].median()
+    assert abs(steps["bucket_cap_ns"].median() - real_ns) / real_ns < 0.03
+    missing = invoke("whatif", RUNS / "gpt2-straggler-nsys", "--bucket-cap", "2")
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1 and "--gradients FILE" in missing.stderr
+    bad = tmp_path / "gradients.json"
+    bad.write_text('{"param_bytes": "many"}')
+    refused = invoke("whatif", RUNS / "llama-4rank-cap25-nsys", "--bucket-cap", "2", "--gradients", bad)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1
+    assert f"{bad}: param_bytes must be a list of byte counts above 0" in refused.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -29,20 +30,28 @@ def whatif(
     fmt: FormatOption = Format.table,
     threshold: ThresholdOption = PAIRED_FACTOR,
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps a run (the longest)", min=1)] = 12,
+    bucket_cap: Annotated[float | None, typer.Option(
+        "--bucket-cap", metavar="MB", min=0.001,
+        help="each step also with DDP's gradient buckets at this cap (bucket_cap_mb)")] = None,
+    gradients: Annotated[Path | None, typer.Option(
+        "--gradients", metavar="FILE",
+        help="the model's gradient sizes (JSON) for --bucket-cap, where the run folder records none")] = None,
 ) -> None:
     """What each cause costs in step time: a replay of the run, without contention, without the straggler,
     and with communication serialized."""
     from traceql.commands.whatif import whatif as run_whatif
 
     with progress_bar("replaying…"):
-        result = run_whatif(files or None, baseline=baseline or None, threshold=threshold)
+        result = run_whatif(files or None, baseline=baseline or None, threshold=threshold, bucket_cap=bucket_cap,
+                            gradients=gradients)
     for text in result.notes:
         note(text)
     if fmt is Format.json:
         emit_json(result.to_dict())
         return
     for verdict in result.runs:
-        _print_steps(verdict.run_id, result.steps.filter(result.steps["run_id"] == verdict.run_id), steps)
+        _print_steps(verdict.run_id, result.steps.filter(result.steps["run_id"] == verdict.run_id), steps,
+                     bucket_cap)
         console.print(f"[bold]Verdict[/bold] for {verdict.run_id}:")
         for line in verdict.lines:
             console.print(f"  {line}")
@@ -58,7 +67,7 @@ def _ms(ns: Any) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.2f}"
 
 
-def _print_steps(run_id: str, rows: Any, limit: int) -> None:
+def _print_steps(run_id: str, rows: Any, limit: int, cap: float | None = None) -> None:
     import polars as pl
 
     if rows.is_empty():
@@ -69,12 +78,13 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
         keep = rows.sort(["replayed_ns", "step"], descending=[True, False]).head(limit)["step"]
         rows = rows.filter(pl.col("step").is_in(keep.implode()))
         title = f"What if, {run_id}: the {limit} longest of its steps (ms; --steps N for more)"
-    out = table(title, ("step", "measured", "replayed", "no straggler", "no contention", "serialized"))
+    heads = ("step", "measured", "replayed", "no straggler", "no contention", "serialized")
+    out = table(title, (*heads, f"{cap:g} MB cap") if cap is not None else heads)
     for r in rows.sort("step").iter_rows(named=True):
         straggler = f" (r{r['straggler_rank']})" if r["straggler_rank"] is not None else ""
-        out.add_row(f"{r['step']}{'*' if r['first'] else ''}", _ms(r["measured_ns"]), _ms(r["replayed_ns"]),
-                    _ms(r["without_straggler_ns"]) + straggler, _ms(r["without_contention_ns"]),
-                    _ms(r["serialized_ns"]))
+        cells = [f"{r['step']}{'*' if r['first'] else ''}", _ms(r["measured_ns"]), _ms(r["replayed_ns"]),
+                 _ms(r["without_straggler_ns"]) + straggler, _ms(r["without_contention_ns"]), _ms(r["serialized_ns"])]
+        out.add_row(*cells, *([_ms(r["bucket_cap_ns"])] if cap is not None else []))
     console.print(out)
     if rows["first"].any():
         console.print("*: the first captured step (each rank's capture began at its own moment): shown, not "

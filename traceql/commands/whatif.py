@@ -17,10 +17,16 @@ def whatif(
     *,
     baseline: Sequence[str | Path] | None = None,
     threshold: float = PAIRED_FACTOR,
+    bucket_cap: float | None = None,
+    gradients: str | Path | None = None,
 ) -> WhatIfResult:
     """Replay every run of a trace from what its GPU activity and CPU launches waited for
     (``traceql.analyzers.replay``), and each normal step again without its slowdown cases (labelled as `detect`
     labels them: against ``baseline``, the trace's isolated steps, or the detector), without its straggler
     (named as `ranks` names it), and with communication serialized after computation. With no paths, the
-    embedded example. Runs given together are each taken on their own."""
-    return what_if(request(paths, baseline=baseline, threshold=threshold))
+    embedded example. Runs given together are each taken on their own. With ``bucket_cap`` (MB), each step
+    also with DDP's gradient buckets at that cap (the model's gradient sizes: the run folder's, or
+    ``gradients``, a JSON file; docs/commands/whatif.md)."""
+    also = [gradients] if gradients is not None else []
+    req = request(paths, baseline=baseline, threshold=threshold, also=also)
+    return what_if(req, bucket_cap=bucket_cap, gradients=Path(gradients) if gradients is not None else None)

@@ -31,10 +31,11 @@ def _pct(pair: list[float]) -> str:
     return f"median {pair[0]:+.1%}, worst {pair[1]:+.1%}"
 
 
-def sentence(collectives: set[str], idle: float | None = None) -> str | None:
+def sentence(collectives: set[str], idle: float | None = None, cap: bool = False) -> str | None:
     """How far the what-if's answers were off on the matrix, and whether this run's collectives were among
     those measured (``collectives``: its communication kernels' operations, e.g. ``AllReduce``), and whether
-    its steps were CPU-bound (``idle``: the median share of a step its GPUs sat idle)."""
+    its steps were CPU-bound (``idle``: the median share of a step its GPUs sat idle); with ``cap``, how far
+    another bucket cap was off too."""
     f = figures()
     if f is None:
         return None
@@ -42,6 +43,8 @@ def sentence(collectives: set[str], idle: float | None = None) -> str | None:
             f"{_pct(f['serialized_error'])}; overlap saving predicted - real median "
             f"{f['saving_gap_ms'][0]:+.2f} ms, worst {f['saving_gap_ms'][1]:+.2f} ms; without the straggler "
             f"{_pct(f['straggler_error'])}")
+    if cap and f.get("cap_error"):
+        text += f"; another bucket cap (of {' and '.join(f['caps'])} MB) {_pct(f['cap_error'])}"
     other = sorted(c for c in collectives if c not in VALIDATED)
     if other:
         text += f"; this run's {', '.join(other)} lie outside them (DDP all-reduces only)"
@@ -63,6 +66,9 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     out = {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),
            "saving_gap_ms": spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]),
            "straggler_error": spread(strag)}
+    if res.get("caps"):
+        out["cap_error"] = spread([r["error"] for r in res["caps"]])
+        out["caps"] = [str(c) for c in sorted({r["cap"] for r in res["caps"]})]
     if cpu:
         out["cpu_bound_serialized_error"] = spread([r["error"] for r in cpu])
         out["cpu_bound_saving_gap_ms"] = spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in cpu])

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.replay.graph import DISORDER_NS
+from traceql.labelling.gradients import Rebucketing, rebucketing
 from traceql.labelling.measured import sentence
-from traceql.labelling.replayed import RunVerdict, replayed, verdict
+from traceql.labelling.replayed import RunVerdict, activities, on_clock, replayed, verdict
 from traceql.labelling.request import Request
 from traceql.labelling.steps import run_steps
 
@@ -34,12 +36,16 @@ class WhatIfResult:
                 "notes": self.notes, "measured": self.measured}
 
 
-def what_if(req: Request) -> WhatIfResult:
-    """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them)."""
+def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | None = None) -> WhatIfResult:
+    """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them); with ``bucket_cap``
+    (MB), each step also with its gradients in DDP buckets of that cap (``traceql.labelling.gradients``: the
+    model's gradient sizes from the run folder or ``gradients``)."""
     baseline = req.read_baseline()
     frames, runs, notes, collectives, idles = [], [], [], set(), []
     graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0, "disordered": 0}
-    for paths in req.runs():
+    split = req.runs()
+    caps = [rebucketing(paths, bucket_cap, gradients) for paths in split] if bucket_cap is not None else []
+    for i, paths in enumerate(split):
         timeline, labelled = req.label(paths, baseline)
         ranked = run_steps(timeline, labelled)
         comm = timeline.kernels.filter(pl.col("kind") == "comm")
@@ -48,7 +54,10 @@ def what_if(req: Request) -> WhatIfResult:
         busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
         idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
         done = ranked.replayed or replayed(timeline, labelled)
-        frames.append(done.steps)
+        steps = done.steps
+        if caps:
+            steps = _rebucketed(timeline, steps, caps[i])
+        frames.append(steps)
         for key in graph:
             graph[key] += getattr(done, key)
         if done.disordered:
@@ -59,9 +68,32 @@ def what_if(req: Request) -> WhatIfResult:
         for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-            runs.append(verdict(run_id, done.steps.filter(pl.col("run_id") == run_id), mine.height, comm))
+            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm))
+            if caps:
+                runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i]))
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
     idle = statistics.median(idles) if idles else None
-    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle))
+    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle, bool(caps)))
+
+
+def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
+    """``steps`` with ``bucket_cap_ns``: each step replayed, moved as its gradients in ``cap``'s buckets move it."""
+    ops = on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks))
+    shift = replay.bucket_shifts(ops, cap.old, cap.new, waits=timeline.waits)
+    return (steps.drop("bucket_cap_ns").join(shift, on=["run_id", "step"], how="left")
+            .with_columns((pl.col("replayed_ns") + pl.col("shift_ns")).alias("bucket_cap_ns"))
+            .select(steps.columns))
+
+
+def _cap_line(steps: pl.DataFrame, cap: Rebucketing) -> str:
+    """The verdict's line on another bucket cap."""
+    judged = steps.filter(~pl.col("first") & pl.col("bucket_cap_ns").is_not_null())
+    buckets = f"{len(cap.new)} buckets, not {len(cap.old)}"
+    if judged.is_empty():
+        return (f"at {cap.cap_mb:g} MB buckets: no step to price (its steps do not reduce the {len(cap.old)} "
+                "gradient all-reduces of its own buckets)")
+    step = float(judged["bucket_cap_ns"].median())
+    change = float((judged["bucket_cap_ns"] - judged["replayed_ns"]).median())
+    return f"at {cap.cap_mb:g} MB buckets ({buckets}): {step / 1e6:,.1f} ms a step ({change / 1e6:+,.2f} ms)"

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers.replay.alone import fit
-from traceql.validation import scoring, whatifs
+from traceql.validation import caps, scoring, whatifs
 from traceql.validation.matrix import Matrix
 
 BANDS, CONTAMINATIONS = (1.1, 1.15, 1.2), (0.05, 0.1)
@@ -91,7 +91,7 @@ def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None) ->
     return {"comm_alone": comm, "runs": len(matrix.runs), "gpus": sorted({r.kind for r in matrix.runs}),
             "hosts": sorted({r.gpu for r in matrix.runs}),
             "configurations": len(matrix.configurations()), "labels": _label_rows(matrix, progress),
-            "serialized": serial, "injected": _injected_rows(matrix, progress)}
+            "serialized": serial, "injected": _injected_rows(matrix, progress), "caps": caps.rows(matrix, progress)}
 
 
 def _spread(rows: list[dict[str, Any]], key: str, worst: Callable[[list[float]], float], fmt: str,
@@ -120,6 +120,12 @@ def _summary(res: dict[str, Any]) -> list[tuple[str, ...]]:
                                                              "+.2f", "config"))]
     right = sum((r["saves_predicted_ms"] > 0) == (r["saves_real_ms"] > 0) for r in ser)
     lines.append(("overlap saving, sign right", str(len(ser)), f"{right}/{len(ser)}", "-"))
+    cap = res.get("caps", [])
+    for r in cap:
+        r["change_gap_ms"] = r["change_predicted_ms"] - r["change_real_ms"]
+    lines += [("another bucket cap, error", *_spread(cap, "error", lambda v: max(v, key=abs), "+.1%", "config")),
+              ("  step change, predicted - real ms", *_spread(cap, "change_gap_ms", lambda v: max(v, key=abs),
+                                                             "+.2f", "config"))]
     for role, way in (("cpu-straggler", "without straggler"), ("gpu-delay", "without straggler"),
                       ("gpu-delay", "delay shortened")):
         part = [r for r in inj if r["role"] == role and r["way"] == way]
@@ -185,6 +191,15 @@ def render(res: dict[str, Any]) -> str:
             "Step times in ms (the trace's, first captured step left out, medians): the stock run, the what-if's "
             "serialized step, the serialized run's measured step; the overlap saving predicted and real.", "",
             *_table(("configuration", "stock", "predicted", "measured", "error", "saves", "real"), ser), ""]
+    cap = [(r["config"], f"{r['own_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}",
+            f"{r['error']:+.1%}", f"{r['change_predicted_ms']:+.2f}", f"{r['change_real_ms']:+.2f}")
+           for r in res.get("caps", [])]
+    out += ["## Another bucket cap, per configuration and direction", "",
+            "`whatif --bucket-cap` on the stock run at one cap (-> the other), against the stock run at the other "
+            "cap (same host, model and GPUs); step times in ms as above: the run's own, predicted, measured; the "
+            "change predicted and real. On these hosts the two caps move the step less than two runs of one "
+            "configuration differ: the check bounds the error, it does not show the model ranks caps.", "",
+            *_table(("configuration", "own", "predicted", "measured", "error", "change", "real"), cap), ""]
     inj = [(r["run"], r["way"], f"{r['normal_ms']:.2f}", f"{r['delayed_ms']:.2f}", f"{r['predicted_ms']:.2f}",
             f"{r['error']:+.1%}", f"{r['recovered']:.2f}", "yes" if r["named"] else "no") for r in res["injected"]]
     out += ["## Stragglers and GPU delays", "",
@@ -212,6 +227,7 @@ def verdict_errors(res: dict[str, Any]) -> dict[str, str]:
     cpu = [r for r in inj if r["role"] == "cpu-straggler"]
     gpu = [r for r in inj if r["role"] == "gpu-delay" and r["way"] == "without straggler"]
     named = sum(r["named"] for r in cpu + gpu)
+    cap = [r["error"] for r in res.get("caps", [])]
     where = (f"Measured on the [ground-truth matrix](../validation.md) ({res['runs']} runs, "
              f"{res['configurations']} configurations)")
     return {
@@ -219,7 +235,8 @@ def verdict_errors(res: dict[str, Any]) -> dict[str, str]:
                               f"{min(f1):.3f} (leave-one-model-out); in-run labels F1 median "
                               f"{statistics.median(inrun):.3f}, worst {min(inrun):.3f}.",
         "commands/whatif.md": f"{where}: serialized: {_pct([r['error'] for r in ser])}; overlap saving of the "
-                              f"right sign in {right} of {len(ser)}; without straggler, CPU sleep: "
+                              f"right sign in {right} of {len(ser)}; another bucket cap: {_pct(cap or [0.0])}; "
+                              "without straggler, CPU sleep: "
                               f"{_pct([r['error'] for r in cpu])}; GPU delay: {_pct([r['error'] for r in gpu])}.",
         "commands/ranks.md": f"{where}: the injected straggler named in {named} of {len(cpu + gpu)} runs "
                              f"({sum(r['named'] for r in cpu)} of {len(cpu)} CPU sleeps, "
