@@ -3,7 +3,8 @@
     python bench/groundtruth/collect_matrix.py --batch a --out DIR [--gpus 4] [--deadline 520] [--skip N,N]
 
 Runs the batch's runs (``plan.py``) in order, as many at once as the host has GPUs for (a 2-GPU run on GPUs
-0,1 beside another on 2,3; a twin on each free GPU; a 4-GPU run alone), each under nsys (6 captured steps).
+0,1 beside another on 2,3; a twin on each free GPU; a 4-GPU run alone), each under nsys (6 captured steps
+unless the plan says).
 No run starts after ``--deadline`` seconds. Each finished run folder keeps its manifest, rank results and
 logs and its exports compressed with xz (``.sqlite.xz``; the ``.nsys-rep`` reports are dropped); the folders
 are packed into tar files of at most 15 MiB under DIR with ``summary.json`` (each run's GPUs, wall time and
@@ -22,6 +23,7 @@ import argparse
 import json
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan import STEPS, Run, plan  # noqa: E402
+from plan import Run, plan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 15 << 20
@@ -51,12 +53,20 @@ def prepare(run: Run, scratch: Path, gpus: list[int]) -> Path:
 def command(run: Run, folder: Path, out: Path, cpu: bool = False) -> list[str]:
     sets = [x for k, v in run.settings().items() for x in ("--set", f"{k}={json.dumps(v)}")]
     how = ["--profiler", "none", "--device", "cpu"] if cpu else ["--profiler", "nsys"]
-    return [sys.executable, "-m", "traceql", "collect", str(folder), *how, "--steps", str(STEPS),
+    return [sys.executable, "-m", "traceql", "collect", str(folder), *how, "--steps", str(run.steps),
             "--isolated-steps", str(run.isolated), "--timeout", "120", "--out", str(out), *sets]
 
 
+PROGRESS = re.compile(r"(\r?\[1/1\] \[[^\]]*\] [^\r\n\[]*)+")  # nsys's progress bar, redrawn in place
+
+
 def shrink(out: Path) -> None:
-    """xz the exports, drop the reports nsys wrote beside them."""
+    """xz the exports, drop the reports nsys wrote beside them and nsys's progress bars from the logs."""
+    for log in (out / "logs").glob("*.log"):
+        with log.open(newline="", errors="replace") as f:  # the bars redraw with carriage returns: kept as they are
+            text = f.read()
+        with log.open("w", newline="") as f:
+            f.write(PROGRESS.sub("", text))
     for rep in (out / "traces").glob("*.nsys-rep"):
         rep.unlink()
     for export in (out / "traces").glob("*.sqlite"):

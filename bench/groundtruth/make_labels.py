@@ -26,6 +26,8 @@ def main() -> int:
     args = ap.parse_args()
     matrix = load_matrix(args.root)
     for cfg in matrix.configurations():
+        if cfg.twin is None:  # a batch of bucket-cap pairs only (h100-d): nothing to label against
+            continue
         for run in cfg.stock:
             if args.missing and matrix.labels_path(run).is_file():
                 continue

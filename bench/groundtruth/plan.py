@@ -8,7 +8,10 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
 - the model's isolated ``twin`` (one GPU, no DDP, the same shapes), shared by the model's configurations;
 - once per model (on 2 GPUs, cap 25): a ``cpu-straggler`` (rank 1 sleeps 30 ms before steps 3 and 5) and a
   ``gpu-delay`` (rank 1's GPU spins 12 ms before steps 3 and 5);
-- the CPU-bound ResNet-50 (batch 32) stock and serial three times each (``-r1`` .. ``-r3``).
+- the CPU-bound ResNet-50 (batch 32) stock and serial three times each (``-r1`` .. ``-r3``);
+- batch ``d``: bucket-cap pairs only, where another cap moves the step (Llama-style at 25 and 1000 MB, GPT-2 at
+  25 and 400 MB: every gradient, or the last several hundred MB, in the last bucket), 4 captured steps, no
+  isolated steps and no twin (they are not labelled).
 
 Run names: ``<model>-<g>g-cap<cap>-<role>`` (``resnet50`` is batch 128, GPU-bound; ``resnet50b32`` the
 CPU-bound batch 32), twins ``<model>-twin``.
@@ -37,6 +40,7 @@ class Run:
     cap: int = 25
     overrides: dict = field(default_factory=dict, hash=False)
     isolated: int = 0
+    steps: int = STEPS
 
     @property
     def example(self) -> str:
@@ -77,6 +81,9 @@ MODELS = ("gpt2", "llama", "bert", "vit", "resnet50")
 def plan(kind: str) -> list[Run]:
     """The runs of one batch, in the order they are worth having (a deadline cuts the tail). ``c``: the 2-GPU
     configurations and the CPU-bound repeats, serialized by the hook that reduces at the last bucket."""
+    if kind == "d":
+        return [Run(f"{m}-2g-cap{cap}-stock", m, 2, "stock", cap, steps=4)
+                for m, big in (("llama", 1000), ("gpt2", 400)) for cap in (25, big)]
     runs = [twin(m) for m in (*MODELS, "resnet50b32")]
     if kind == "c":
         runs += config_runs("resnet50b32", 2, 25, repeats=3)
