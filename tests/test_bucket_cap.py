@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.paths import ROOT, RUNS, sha256
@@ -45,27 +46,30 @@ def test_the_wire_is_a_line_through_its_points_never_below_zero() -> None:
     assert held.latency_ns == 0 and held.ns_per_byte > 0
 
 
-@pytest.mark.parametrize("config", ["h100-a llama 2g", "h100-b resnet50 2g"])
+@pytest.mark.parametrize("config", ["h100-a llama 2g 2 25", "h100-d gpt2 2g 25 400"])
 def test_another_cap_is_predicted_from_a_real_run_both_ways(config: str) -> None:
-    """From the stock run at one cap, the step at the other: within 3 % of the other cap's stock run."""
-    gpu, model, world = config.split()
-    runs = {cap: MATRIX.run(f"{model}-{world}-cap{cap}-stock", gpu) for cap in (2, 25)}
-    for cap, other in ((2, 25), (25, 2)):
-        steps = at_cap(MATRIX, runs[cap], other)
+    """From the stock run at one cap, the step at the other: within 3 % of the other cap's stock run. GPT-2 at
+    400 MB (every gradient in one bucket, all-reduced after the backward) is the slower, and the what-if says so
+    both ways."""
+    gpu, model, world, low, high = config.split()
+    runs = {cap: MATRIX.run(f"{model}-{world}-cap{cap}-stock", gpu) for cap in (low, high)}
+    change = {}
+    for cap, other in ((low, high), (high, low)):
+        steps = at_cap(MATRIX, runs[cap], float(other))
         predicted, measured = float(steps["bucket_cap_ns"].median()), measured_ns(runs[other])
         assert abs(predicted - measured) / measured < 0.03, (config, cap, predicted, measured)
-        # the same cap again: under a microsecond (Llama's recorded order differs a little from the packing's)
-        assert at_cap(MATRIX, runs[cap], cap)["shift_ns"].abs().max() < 1_000
+        change[other] = float(steps["shift_ns"].median())
+    if model == "gpt2":
+        assert change[high] > 300_000 and change[low] < -300_000
 
 
-def test_one_bucket_after_the_backward_costs_what_serialized_communication_cost() -> None:
-    """GPT-2 on 2 GPUs at 25 MB: every gradient in one bucket (a cap past the model's size) reduces after the
-    backward; each step ends later, and close to the serialized run's step (it reduced after the backward too)."""
-    stock = MATRIX.run("gpt2-2g-cap25-stock", "h100-a")
-    steps = at_cap(MATRIX, stock, 10_000)
-    assert (steps["shift_ns"] > 200_000).all()
-    serial = measured_ns(MATRIX.run("gpt2-2g-cap25-serial", "h100-a"))
-    assert abs(float(steps["bucket_cap_ns"].median()) - serial) / serial < 0.01
+def test_the_same_cap_again_changes_nothing() -> None:
+    """Priced at its own cap, a run's steps stay as replayed (within 5 µs of 80 ms: DDP's recorded order for
+    Llama at 2 MB differs a little from the packing's, and so does the overlap a little)."""
+    run = MATRIX.run("llama-2g-cap2-stock", "h100-a")
+    assert at_cap(MATRIX, run, 2)["shift_ns"].abs().max() < 5_000
+    gpt2 = MATRIX.run("gpt2-2g-cap25-stock", "h100-a")  # packed exactly as recorded: no change at all
+    assert at_cap(MATRIX, gpt2, 25)["shift_ns"].abs().max() == 0
 
 
 def test_gradient_sizes_come_from_the_run_or_a_file(tmp_path: Path) -> None:
@@ -93,3 +97,26 @@ def test_gradient_sizes_come_from_the_run_or_a_file(tmp_path: Path) -> None:
     assert sha256(bad) == before
     with pytest.raises(OptionError, match="--bucket-cap must be a size in MB above 0"):
         rebucketing([llama], 0)
+
+
+def test_caps_of_a_run_on_another_gpu_held_out() -> None:
+    """GPT-2 at batch 16 on 2 H200s, traced at 25 MB, priced at 2 and 100 MB: within 1 % of the runs made at
+    those caps on the same host without a profiler (their ranks' wall-clock step times; never used to build or
+    tune the model)."""
+    import statistics
+
+    from traceql.commands.whatif import whatif
+
+    def wall(run: str) -> float:
+        per: dict[int, float] = {}
+        for path in sorted((RUNS / run / "results").glob("rank*.json")):
+            for t in json.loads(path.read_text())["step_times_ms"]:
+                if t.get("window") and not t.get("isolated"):
+                    per[t["step"]] = max(per.get(t["step"], 0.0), t["ms"])
+        return statistics.median(per[k] for k in sorted(per)[1:]) * 1e6
+
+    for cap in (2, 100):
+        steps = whatif(RUNS / "gpt2-b16-cap25-nsys", bucket_cap=cap,
+                       gradients=EXAMPLES / "gpt2" / "gradients.json").steps.filter(~pl.col("first"))
+        real = wall(f"gpt2-b16-cap{cap}-none")
+        assert abs(float(steps["bucket_cap_ns"].median()) - real) / real < 0.01, cap

@@ -89,14 +89,15 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
 
 
 def bucket_shifts(ops: pl.DataFrame, old: list[int], new: list[int], *, waits: pl.DataFrame | None = None,
-                  comm: CommAlone | None = None) -> pl.DataFrame:
+                  comm: CommAlone | None = None, contention: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per run and normal step of ``ops`` (as :func:`steps` takes them), how much later its step would end with
-    its gradients in DDP buckets of ``new`` bytes instead of its own ``old`` (``rebucket.SHIFTS``)."""
+    its gradients in DDP buckets of ``new`` bytes instead of its own ``old`` (``rebucket.SHIFTS``;
+    ``contention``: ``run_id``, ``step``, ``contention_ns``, what contention cost each step)."""
     from traceql.analyzers.replay import rebucket
 
     if ops.is_empty():
         return pl.DataFrame(schema=rebucket.SHIFTS)
-    return rebucket.shifts(build(ops, waits), old, new, comm)
+    return rebucket.shifts(build(ops, waits), old, new, comm, contention)
 
 
 def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:

@@ -32,11 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.replay.alone import CommAlone, alone_tails, coverage, overlapped
+from traceql.analyzers.replay.alone import CommAlone, alone_tails, coverage
 from traceql.analyzers.replay.graph import RunGraph
 from traceql.analyzers.replay.scenarios import gradient_allreduces
 
 MB = 1 << 20
+BACKWARD = 2 / 3  # the backward's share of a step's computation (about twice the forward's work)
 SHIFTS = {"run_id": pl.String, "step": pl.Int32, "shift_ns": pl.Int64}
 
 
@@ -64,17 +65,20 @@ class Wire:
 
 
 def fit_wire(size: np.ndarray, alone_ns: np.ndarray) -> Wire:
-    """The least-squares :class:`Wire` through (bytes, time alone) pairs, neither term below 0 (a term the free
-    fit puts below 0 held at 0, the other fitted alone)."""
+    """The :class:`Wire` through (bytes, time alone) pairs by least squares on relative errors (one slow bucket
+    does not set the line), neither term below 0 (a term the free fit puts below 0 held at 0, the other fitted
+    alone)."""
     x, y = np.asarray(size, np.float64), np.asarray(alone_ns, np.float64)
+    keep = y > 0
+    x, y = x[keep], y[keep]
     if len(np.unique(x)) >= 2:
-        slope, intercept = np.polyfit(x, y, 1)
+        slope, intercept = np.polyfit(x, y, 1, w=1 / y)
         if intercept >= 0 and slope >= 0:
             return Wire(float(intercept), float(slope))
-    through_zero = float((x @ y) / (x @ x)) if (x @ x) > 0 else 0.0
+    through_zero = float(np.sum(x / y) / np.sum((x / y) ** 2)) if len(x) else 0.0
     if through_zero > 0:
         return Wire(0.0, through_zero)
-    return Wire(float(max(np.median(y), 0.0)) if len(y) else 0.0, 0.0)
+    return Wire(float(np.median(y)) if len(y) else 0.0, 0.0)
 
 
 def ready_times(rg: RunGraph) -> pl.DataFrame:
@@ -99,23 +103,25 @@ def ready_times(rg: RunGraph) -> pl.DataFrame:
             .select("node", "run_id", "rank", "step", "k", "ready", "start"))
 
 
-def shifts(rg: RunGraph, old: Sequence[int], new: Sequence[int], comm: CommAlone | None = None) -> pl.DataFrame:
+def shifts(rg: RunGraph, old: Sequence[int], new: Sequence[int], comm: CommAlone | None = None,
+           contention: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per run and normal step (:data:`SHIFTS`), how much later (below 0: earlier) the step would end had its
     gradients been packed into buckets of ``new`` bytes instead of the run's own ``old`` (each in reduce order;
-    module doc). Steps whose ranks did not all reduce ``len(old)`` gradient all-reduces are left out."""
+    module doc). ``contention``: per ``run_id`` and ``step``, what the slowdown cases cost the step
+    (``contention_ns``), shared out over the communication that overlapped computation. Steps whose ranks did
+    not all reduce ``len(old)`` gradient all-reduces are left out."""
     comm = comm or CommAlone()
     grads = ready_times(rg)
     if grads.is_empty() or not len(old) or not len(new):
         return pl.DataFrame(schema=SHIFTS)
     n = rg.n_ops
-    alone = alone_tails(rg, comm)[:n]
-    ov = overlapped(rg)
-    grads = grads.with_columns(pl.Series("alone", alone[grads["node"].to_numpy()]),
-                               pl.Series("ov", ov[grads["node"].to_numpy()]))
+    grads = grads.with_columns(pl.Series("alone", alone_tails(rg, comm)[:n][grads["node"].to_numpy()]))
     old_b, new_b = np.asarray(old, np.float64), np.asarray(new, np.float64)
     complete = (grads.group_by("run_id", "rank", "step").agg(pl.len().alias("count"))
                 .group_by("run_id", "step").agg((pl.col("count") == len(old)).all().alias("ok")))
     grads = grads.join(complete.filter(pl.col("ok")).select("run_id", "step"), on=["run_id", "step"])
+    cost = {} if contention is None else {(r, s): float(c or 0) for r, s, c in
+                                          contention.select("run_id", "step", "contention_ns").iter_rows()}
     rows = []
     t = rg.measured
     lanes = rg.ops.select("run_id", "rank", "step", "kind", pl.Series("s", t.start[:n]), pl.Series("e", t.end[:n]))
@@ -123,53 +129,85 @@ def shifts(rg: RunGraph, old: Sequence[int], new: Sequence[int], comm: CommAlone
         per_k = mine.group_by("k").agg(pl.col("alone").median()).sort("k")
         wire = fit_wire(old_b[per_k["k"].to_numpy()], per_k["alone"].to_numpy())
         delay = float(np.median(np.maximum(mine["start"].to_numpy() - mine["ready"].to_numpy(), 0)))
-        covered = {}
-        for (rank,), c in lanes.filter(pl.col("run_id") == run, pl.col("kind") == "compute").group_by(["rank"]):
-            covered[rank] = coverage(c["s"].to_numpy(), c["e"].to_numpy())
-        ends = (lanes.filter(pl.col("run_id") == run).group_by("rank", "step")
-                .agg(pl.col("e").max()))
-        for (step,), s in mine.group_by(["step"], maintain_order=True):
-            s = s.sort("rank", "k")
-            ranks = s["rank"].unique(maintain_order=True).to_list()
-            ready = s["ready"].to_numpy().reshape(len(ranks), len(old))
-            cov = [covered.get(r) for r in ranks]
-            before = _comm_end(_ready_at(ready, old_b, old_b), old_b, wire, comm, delay, cov)
-            after = _comm_end(_ready_at(ready, old_b, new_b), new_b, wire, comm, delay, cov)
-            backward = ready[:, -1]
-            moved = np.maximum(backward, after) - np.maximum(backward, before)
+        compute = lanes.filter(pl.col("run_id") == run, pl.col("kind") == "compute")
+        covered = {rank: coverage(c["s"].to_numpy(), c["e"].to_numpy())
+                   for (rank,), c in compute.group_by(["rank"])}
+        bounds = compute.group_by("rank", "step").agg(pl.col("s").min())
+        ends = lanes.filter(pl.col("run_id") == run).group_by("rank", "step").agg(pl.col("e").max())
+        for (step,), part in mine.group_by(["step"], maintain_order=True):
+            part = part.sort("rank", "k")
+            ranks = part["rank"].unique(maintain_order=True).to_list()
+            ready = part["ready"].to_numpy().reshape(len(ranks), len(old))
+            first = (pl.DataFrame({"rank": ranks}, schema={"rank": pl.Int32})
+                     .join(bounds.filter(pl.col("step") == step), on="rank", how="left")["s"].to_numpy())
+            moved = _moved(ready, first, old_b, new_b, _Wire(wire, comm, delay, [covered.get(r) for r in ranks]),
+                           cost.get((run, step), 0.0))
             end = ends.filter(pl.col("step") == step).join(pl.DataFrame({"rank": ranks, "d": moved}), on="rank")
             shift = float((end["e"] + end["d"]).max() - end["e"].max()) if end.height else 0.0
             rows.append((run, step, round(shift)))
     return pl.DataFrame(rows, schema=SHIFTS, orient="row").sort("run_id", "step")
 
 
-def _ready_at(ready: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Per rank, when each of the ``new`` buckets' gradients were all ready, from when the ``old`` ones' were."""
+@dataclass(frozen=True)
+class _Wire:
+    """What a schedule of all-reduces needs: their time alone, beside computation, their delay after ready."""
+
+    wire: Wire
+    comm: CommAlone
+    delay: float
+    covered: list  # per rank, f(t): its computation before t (None: none)
+
+
+def _moved(ready: np.ndarray, first: np.ndarray, old: np.ndarray, new: np.ndarray, how: _Wire,
+           contention: float) -> np.ndarray:
+    """Per rank, how much later what follows the last all-reduce starts with the ``new`` buckets than with the
+    ``old``: the later of the backward's end and the last all-reduce's end, each at the new cap less at the old.
+    The computation gains (or loses) the share of ``contention`` that the overlap lost (or gained), spread evenly
+    over the step's computation up to the backward's end."""
+    backward = ready[:, -1]
+    before, overlap = _comm_end(_ready_at(ready, old, old, first), old, how, backward)
+    after, beside = _comm_end(_ready_at(ready, old, new, first), new, how, backward)
+    gain = contention * (1 - beside / overlap) if overlap > 0 else 0.0
+    if gain:
+        span = np.maximum(backward - first, 1.0)
+        warped = ready - gain * np.clip((ready - first[:, None]) / span[:, None], 0, 1)
+        after, _ = _comm_end(_ready_at(warped, old, new, first), new, how, backward)
+        backward = backward - gain
+    return np.maximum(backward, after) - np.maximum(ready[:, -1], before)
+
+
+def _ready_at(ready: np.ndarray, old: np.ndarray, new: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per rank, when each of the ``new`` buckets' gradients were all ready, from when the ``old`` ones' were
+    (``first``: each rank's first computation of the step)."""
     have = np.cumsum(old)
     want = np.minimum(np.cumsum(new), have[-1])
     out = np.empty((ready.shape[0], len(new)))
     for r, times in enumerate(ready):
         times = np.maximum.accumulate(times)
-        rate = (times[1] - times[0]) / old[1] if len(old) > 1 else 0.0
-        first = times[0] - rate * old[0]  # when the first bucket's first gradient was ready
-        out[r] = np.interp(want, np.r_[0.0, have], np.r_[first, times])
+        if len(old) > 1:  # the first bucket's first gradient: at the second bucket's rate before its end
+            start = times[0] - (times[1] - times[0]) / old[1] * old[0]
+        else:  # one bucket shows only the backward's end: the backward, the last BACKWARD of the computation
+            start = times[0] - BACKWARD * (times[0] - first[r]) if np.isfinite(first[r]) else times[0]
+        out[r] = np.interp(want, np.r_[0.0, have], np.r_[start, times])
     return out
 
 
-def _comm_end(ready: np.ndarray, size: np.ndarray, wire: Wire, comm: CommAlone, delay: float, covered: list) -> float:
-    """When the last of the buckets' all-reduces ends: each starts ``delay`` after its gradients are ready on
-    every rank, not before the one before it ended, and takes its time alone, more where a rank computed beside
-    it."""
-    end = -np.inf
-    base = wire.alone(size)
+def _comm_end(ready: np.ndarray, size: np.ndarray, how: _Wire, backward: np.ndarray) -> tuple[float, float]:
+    """When the last of the buckets' all-reduces ends, and the computation beside them (the mean over ranks):
+    each starts ``delay`` after its gradients are ready on every rank, not before the one before it ended, and
+    takes its time alone, more where a rank computed beside it (its computation up to its ``backward``'s end:
+    what follows waits for the all-reduces)."""
+    end, overlap = -np.inf, 0.0
+    base = how.wire.alone(size)
     for j in range(len(size)):
-        start = max(float(ready[:, j].max()) + delay, end)
-        tail = base[j]
-        for cov in covered:
-            if cov is None:
-                continue
-            beside = float(cov(np.array([start + base[j]]))[0] - cov(np.array([start]))[0])
-            if beside > 0:
-                tail = max(tail, base[j] + comm.wait_ns + comm.share * beside)
+        start = max(float(ready[:, j].max()) + how.delay, end)
+        tail, beside = base[j], []
+        for cov, stop in zip(how.covered, backward, strict=True):
+            if cov is not None:
+                window = np.minimum(np.array([start, start + base[j]]), stop)
+                beside.append(float(cov(window[1:])[0] - cov(window[:1])[0]))
+        if beside and max(beside) > 0:
+            tail = base[j] + how.comm.wait_ns + how.comm.share * max(beside)
+        overlap += float(np.mean(beside)) if beside else 0.0
         end = start + tail
-    return end
+    return end, overlap

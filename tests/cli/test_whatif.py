@@ -45,7 +45,7 @@ def test_whatif_at_another_cap_as_a_user_runs_it(invoke, narrow: int, tmp_path) 
     assert table.exit_code == 0, table.stderr
     assert max(len(line) for line in table.stdout.splitlines()) <= narrow and "2 MB cap" in table.stdout
     assert "  at 2 MB buckets (42 buckets, not 10): " in table.stdout
-    assert "another bucket cap (of 2 and 25 MB) median" in " ".join(table.stdout.split())
+    assert "another bucket cap (of 2, 25, 400 and 1000 MB) median" in " ".join(table.stdout.split())
     data = json.loads(invoke(*args, "--format", "json").stdout)
     steps = pl.DataFrame(data["steps"]).filter(~pl.col("first"))
     for s in steps.iter_rows(named=True):

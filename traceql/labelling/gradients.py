@@ -20,7 +20,7 @@ from traceql.errors import InputError, OptionError
 from traceql.jsonfile import load_json
 from traceql.sources import inputs
 
-HOW = "pass --gradients FILE (docs/commands/whatif.md: a JSON list of the model's gradient sizes)"
+HOW = "pass --gradients FILE (a JSON file of the model's gradient sizes: docs/commands/whatif.md)"
 
 
 @dataclass(frozen=True)

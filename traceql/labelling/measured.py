@@ -44,7 +44,9 @@ def sentence(collectives: set[str], idle: float | None = None, cap: bool = False
             f"{f['saving_gap_ms'][0]:+.2f} ms, worst {f['saving_gap_ms'][1]:+.2f} ms; without the straggler "
             f"{_pct(f['straggler_error'])}")
     if cap and f.get("cap_error"):
-        text += f"; another bucket cap (of {' and '.join(f['caps'])} MB) {_pct(f['cap_error'])}"
+        caps = f["caps"]
+        listed = ", ".join(caps[:-1]) + f" and {caps[-1]}" if len(caps) > 1 else caps[0]
+        text += f"; another bucket cap (of {listed} MB) {_pct(f['cap_error'])}"
     other = sorted(c for c in collectives if c not in VALIDATED)
     if other:
         text += f"; this run's {', '.join(other)} lie outside them (DDP all-reduces only)"

@@ -81,7 +81,9 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
 def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
     """``steps`` with ``bucket_cap_ns``: each step replayed, moved as its gradients in ``cap``'s buckets move it."""
     ops = on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks))
-    shift = replay.bucket_shifts(ops, cap.old, cap.new, waits=timeline.waits)
+    cost = steps.select("run_id", "step", (pl.col("replayed_ns") - pl.col("without_contention_ns")).clip(0)
+                        .alias("contention_ns"))
+    shift = replay.bucket_shifts(ops, cap.old, cap.new, waits=timeline.waits, contention=cost)
     return (steps.drop("bucket_cap_ns").join(shift, on=["run_id", "step"], how="left")
             .with_columns((pl.col("replayed_ns") + pl.col("shift_ns")).alias("bucket_cap_ns"))
             .select(steps.columns))
@@ -90,7 +92,7 @@ def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.Data
 def _cap_line(steps: pl.DataFrame, cap: Rebucketing) -> str:
     """The verdict's line on another bucket cap."""
     judged = steps.filter(~pl.col("first") & pl.col("bucket_cap_ns").is_not_null())
-    buckets = f"{len(cap.new)} buckets, not {len(cap.old)}"
+    buckets = f"{len(cap.new)} bucket{'s' if len(cap.new) > 1 else ''}, not {len(cap.old)}"
     if judged.is_empty():
         return (f"at {cap.cap_mb:g} MB buckets: no step to price (its steps do not reduce the {len(cap.old)} "
                 "gradient all-reduces of its own buckets)")

@@ -1,11 +1,11 @@
 """Another bucket cap: `whatif --bucket-cap` on a configuration's stock run against the stock run of the same
 model, GPUs and host at the other cap, both ways.
 
-The prediction is the step as `whatif` prices it (the replay of the run's trace, moved by
-``analyzers.replay.rebucket``), the gradient sizes those of the example model the run trained
-(``datasets/examples/<model>/gradients.json``); the measured step is the other run's trace (first captured step
-left out, medians). Nothing is fitted on the matrix here: the model's one fitted part, the collectives' speed
-alone, is the run's own.
+The prediction is the step as `whatif --bucket-cap` prices it (the replay of the run's trace, moved by
+``analyzers.replay.rebucket``, contention as `detect` labels the run), the gradient sizes those of the example
+model the run trained (``datasets/examples/<model>/gradients.json``); the measured step is the other run's trace
+(first captured step left out, medians). Nothing is fitted on the matrix here but the collectives' speed alone
+(``alone``, as in every what-if); the wire is the run's own.
 """
 
 from __future__ import annotations
@@ -58,16 +58,13 @@ def _ops(run: MatrixRun) -> tuple[pl.DataFrame, pl.DataFrame | None]:
 
 
 def at_cap(matrix: Matrix, run: MatrixRun, cap_mb: float) -> pl.DataFrame:
-    """The run's steps as `whatif` replays them, with ``bucket_cap_ns`` at ``cap_mb`` (first step left out)."""
-    from traceql.analyzers import replay
-    from traceql.labelling.gradients import rebucketing
+    """The run's steps as `whatif --bucket-cap` prices them (``bucket_cap_ns``; ``shift_ns``: its change from the
+    replayed step), the first captured step left out."""
+    from traceql.commands.whatif import whatif
 
-    cap = rebucketing([run.path()], cap_mb, gradients_file(matrix, run))
-    ops, waits = _ops(run)
-    steps = replay.steps(ops, waits=waits, ways=()).steps
-    shift = replay.bucket_shifts(ops, cap.old, cap.new, waits=waits)
-    return (steps.filter(~pl.col("first")).drop("bucket_cap_ns").join(shift, on=["run_id", "step"], how="left")
-            .with_columns((pl.col("replayed_ns") + pl.col("shift_ns")).alias("bucket_cap_ns")))
+    steps = whatif(run.path(), bucket_cap=cap_mb, gradients=gradients_file(matrix, run)).steps
+    return steps.filter(~pl.col("first")).with_columns(
+        (pl.col("bucket_cap_ns") - pl.col("replayed_ns")).alias("shift_ns"))
 
 
 def measured_ns(run: MatrixRun) -> float:
