@@ -21,13 +21,16 @@ FIGURES_PAGE = FIGURES
 
 def test_the_matrix_holds_its_configurations_and_their_counterfactuals() -> None:
     configs = MATRIX.configurations()
-    assert len(MATRIX.runs) == 109 and len(configs) == 39
-    assert {r.gpu for r in MATRIX.runs} == {"h100-a", "h100-b", "h100-c"} and {r.kind for r in MATRIX.runs} == {"h100"}
-    assert all(c.twin is not None and c.twin.gpu == c.gpu for c in configs)  # each host's own twin
+    assert len(MATRIX.runs) == 113 and len(configs) == 43
+    assert {r.gpu for r in MATRIX.runs} == {"h100-a", "h100-b", "h100-c", "h100-d"}
+    assert {r.kind for r in MATRIX.runs} == {"h100"}
+    labelled = [c for c in configs if c.gpu != "h100-d"]  # h100-d: bucket-cap pairs, no twin
+    assert all(c.twin is not None and c.twin.gpu == c.gpu for c in labelled)  # each host's own twin
+    assert all(c.twin is None and not c.serial for c in configs if c.gpu == "h100-d")
     assert sum(bool(c.serial) for c in configs) == 38
     assert len({r.label for r in MATRIX.runs}) == len(MATRIX.runs)
     assert {family(c.model) for c in configs} == {"gpt2", "llama", "bert", "vit", "resnet50"}
-    assert {(c.world, c.cap) for c in configs} == {(2, 2), (2, 25), (4, 2), (4, 25)}
+    assert {(c.world, c.cap) for c in configs} == {(2, 2), (2, 25), (4, 2), (4, 25), (2, 400), (2, 1000)}
     assert len(MATRIX.injected("cpu-straggler")) == 5 and len(MATRIX.injected("gpu-delay")) == 5
     for noisy in (c for c in configs if c.model == "resnet50b32"):
         assert len(noisy.stock) == len(noisy.serial) == 3
@@ -144,16 +147,19 @@ def test_each_verdict_s_page_gives_its_measured_error() -> None:
         assert sentence in (ROOT / "docs" / page).read_text(), page
 
 
-@pytest.mark.parametrize("name", ["gpt2-2g-cap25-gpu-delay", "llama-2g-cap25-gpu-delay"])
+@pytest.mark.parametrize("name", ["gpt2-2g-cap25-gpu-delay", "llama-2g-cap25-gpu-delay", "resnet50-2g-cap25-gpu-delay"])
 def test_a_gpu_side_straggler_is_named_and_removed(name: str) -> None:
     """Rank 1's GPU spun 12 ms before steps 3 and 5: its CPU was on time, its GPU late. `ranks` names it in
     both steps and the what-if without it lands within 3 % of the run's other steps (it kept the delayed step
-    whole, +13 %, when only a late CPU and activities slower than usual were removed)."""
+    whole, +13 %, when only a late CPU and activities slower than usual were removed). ResNet-50's CPU, once
+    its GPU had drained, launched 0.3 to 1 ms apart for the rest of the step (+9 % while those lags were kept),
+    and into the next: there rank 1 is named too (step 4 took 96.7 ms against 76.1 and 80.7 around it)."""
     from traceql.commands.ranks import ranks
 
     run = MATRIX.run(name)
     named = ranks(run.path()).stragglers
-    assert sorted(zip(named["step"].to_list(), named["rank"].to_list(), strict=True)) == [(3, 1), (5, 1)]
+    found = sorted(zip(named["step"].to_list(), named["rank"].to_list(), strict=True))
+    assert found == ([(3, 1), (4, 1), (5, 1)] if name.startswith("resnet50") else [(3, 1), (5, 1)])
     x = whatifs.without_straggler(run)
     assert x.named and abs(x.error) < 0.03 and x.delayed_ns > 1.1 * x.normal_ns
 
@@ -190,7 +196,7 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
     ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
-    assert ddp.startswith("measured on 109 runs (H100, DDP; GPU-bound): serialized ") and "outside" not in ddp
+    assert ddp.startswith("measured on 113 runs (H100, DDP; GPU-bound): serialized ") and "outside" not in ddp
     assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp and "CPU-bound" not in ddp
     cpu = traceql.whatif(ROOT / "datasets" / "runs" / "resnet50-inrun-nsys").measured  # its GPUs idle 40 %
     gap = summarise(FIGURES_PAGE)["cpu_bound_saving_gap_ms"][1]

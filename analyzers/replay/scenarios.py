@@ -8,8 +8,10 @@ edges changed, replayed by ``engine.replay``.
   as long after its GPU's previous work as they did, so that it arrives at the collectives as they do; and no
   activity of that step takes longer than it took in its rank's other steps (while the others waited, their
   collectives sat on the GPU beside their computation and slowed it); what the straggler ran in that step and
-  never in its other steps (extra work on its GPU) takes no time. Nothing takes longer than it did: a step is
-  never slower without its straggler.
+  never in its other steps (extra work on its GPU) takes no time; after its first launch of the step, none of
+  its launches comes later after what it waited for (its previous call, or GPU work it was blocked on) than
+  its own CPU took before the same launch in its normal steps (a late GPU leaves the CPU slow for the rest of
+  the step). Nothing takes longer than it did: a step is never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them,
   but the gradients' all-reduces of a step deferred until the computation launched before the last of them has
   run (as DDP with every bucket reduced after the backward); every case at its baseline, every collective at
@@ -49,10 +51,15 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     by_name = "_name" in rg.ops.columns
     key = (pl.col("_name") if by_name else pl.lit("")).alias("_key")
     calls = rg.ops[rg.launch_op].select("run_id", "rank", "step", key).with_columns(
-        pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)))
+        pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)),
+        pl.Series("call", np.arange(len(rg.launch_op), dtype=np.int64)))
     # the same launch on every rank: the k-th of its activity's name in the step (the k-th of the step without names)
     calls = calls.with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "_key").alias("pos"))
     bounds = _step_bounds(rg)
+    usual = _usual_lags(calls, named)
+    blocked = np.flatnonzero(rg.edge_kind == BLOCKED)
+    blocked_at = np.full(len(rg.launch_op), -1, np.int64)
+    blocked_at[node[blocked] - rg.n_ops] = blocked
     for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
         mine = calls.filter(pl.col("run_id") == run, pl.col("step") == step)
         own = mine.filter(pl.col("rank") == rank)
@@ -69,7 +76,29 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
             new[0] = min(new[0], _first_lag(rg, bounds, run, step, rank, int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
+        # after its first launch, no launch later after what it waited for (its previous call, or the GPU work it
+        # was blocked on) than its CPU took before it in its normal steps: a late GPU leaves its CPU slow for the
+        # rest of the step, and with two ranks the other's lags are those of a rank kept waiting
+        cap = own.join(usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")["usual"]
+        cap = cap.fill_null(np.iinfo(np.int64).max).to_numpy()[1:]
+        for edges in (slots[1:], blocked_at[own["call"].to_numpy()[1:]]):
+            ok = edges >= 0
+            lag[edges[ok]] = np.minimum(lag[edges[ok]], cap[ok])
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
+
+
+def _usual_lags(calls: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
+    """Per run, rank and launch (``_key``, ``pos``), the median lag of its rank's CPU before it over the rank's
+    normal steps: neither the run's first captured step nor a step the rank was named in."""
+    on = ["run_id", "step", "rank"]
+    held = named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32)).unique()
+    steps = calls.filter(pl.col("step").is_not_null(), pl.col("slot") >= 0).with_columns(
+        pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32))
+    first = pl.col("step") == pl.col("step").min().over("run_id")
+    normal = steps.join(held.with_columns(pl.lit(True).alias("_held")), on=on, how="left").filter(
+        pl.col("_held").is_null(), ~first)
+    return normal.group_by("run_id", "rank", "_key", "pos").agg(pl.col("lag").median().round().cast(pl.Int64)
+                                                                .alias("usual"))
 
 
 def _step_bounds(rg: RunGraph) -> pl.DataFrame:
