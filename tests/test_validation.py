@@ -201,8 +201,21 @@ def test_the_what_if_carries_its_measured_error() -> None:
     cpu = traceql.whatif(ROOT / "datasets" / "runs" / "resnet50-inrun-nsys").measured  # its GPUs idle 40 %
     gap = summarise(FIGURES_PAGE)["cpu_bound_saving_gap_ms"][1]
     assert "of its steps (CPU-bound), where the overlap saving was off by up to " f"{gap:+.2f} ms" in cpu
-    fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys").measured
-    assert fsdp.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")
+    fsdp = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-fsdp2-nsys")
+    assert fsdp.measured.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")
+    # each verdict line carries its own typical error: the median |error| of runs like it
+    figures = summarise(FIGURES_PAGE)
+    gpu_bound = [r for r in FIGURES_PAGE["serialized"] if r["model"] != "resnet50b32"]
+    import statistics
+
+    typical = statistics.median(abs(r["saves_predicted_ms"] - r["saves_real_ms"]) for r in gpu_bound)
+    assert math.isclose(figures["saving_abs_ms"], typical) and 0 < typical < 1
+    line = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-straggler-nsys").runs[0].lines
+    assert line[0].endswith(f"over serial (±{figures['saving_abs_ms']:.1f} ms on validation runs)")
+    assert f"(±{figures['straggler_abs']:.1%} of a step) in steps 2, 4" in line[2]
+    cpu_line = traceql.whatif(ROOT / "datasets" / "runs" / "resnet50-inrun-nsys").runs[0].lines[0]
+    assert cpu_line.endswith(f"(±{figures['cpu_bound_saving_abs_ms']:.1f} ms on validation runs)")
+    assert fsdp.runs[0].lines[0].endswith("(unvalidated: not DDP)")
 
 
 def test_communication_alone_is_the_fit_on_the_matrix_and_holds_on_a_configuration() -> None:

@@ -21,6 +21,7 @@ from traceql.labelling.replayed import replayed, verdict
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
 from traceql.labelling.steps import run_steps
+from traceql.labelling.whatif import run_errors
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
@@ -102,12 +103,13 @@ def _whatif(timeline: Timeline, result: DetectResult) -> str:
     """The steps replayed as they ran and without each cause (`traceql whatif`), and each run's verdict."""
     ranked = run_steps(timeline, result)
     done = ranked.replayed or replayed(timeline, result)
+    bounds = run_errors(timeline, ranked)
     verdicts = []
     for run_id in done.steps["run_id"].unique(maintain_order=True).to_list():
         mine = done.steps.filter(pl.col("run_id") == run_id)
         ranks = timeline.ranks.filter(pl.col("run_id") == run_id).height
         comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-        v = verdict(run_id, mine, ranks, comm)
+        v = verdict(run_id, mine, ranks, comm, bounds)
         verdicts.append(f"<p><b>{html.escape(run_id)}</b>: {html.escape(v.text)}.</p>")
     return (figure(figures.whatif_steps(done.steps)) + "".join(verdicts)
             + "<p class='note'>A replay of the run from what each GPU activity and CPU launch waited for; each "

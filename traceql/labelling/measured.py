@@ -57,6 +57,24 @@ def sentence(collectives: set[str], idle: float | None = None, cap: bool = False
     return text
 
 
+def errors(collectives: set[str], idle: float | None = None) -> dict[str, str]:
+    """What each verdict line of a run like this one says of its own error (its collectives' operations, the
+    median share of a step its GPUs sat idle): ``overlap`` (ms), ``straggler`` and ``cap`` (% of the step),
+    the median absolute error on the matrix's runs like it; "unvalidated: not DDP" where its collectives were
+    never measured. Empty without the packaged figures."""
+    f = figures()
+    if f is None or "saving_abs_ms" not in f:
+        return {}
+    if set(collectives) - VALIDATED:
+        return {k: "unvalidated: not DDP" for k in ("overlap", "straggler", "cap")}
+    cpu = idle is not None and idle > IDLE_SHARE and "cpu_bound_saving_abs_ms" in f
+    out = {"overlap": f"±{f['cpu_bound_saving_abs_ms' if cpu else 'saving_abs_ms']:.1f} ms on validation runs",
+           "straggler": f"±{f['straggler_abs']:.1%} of a step"}
+    if "cap_abs" in f:
+        out["cap"] = f"±{f['cap_abs']:.1%}"
+    return out
+
+
 def summarise(res: dict[str, Any]) -> dict[str, Any]:
     """The figures ``sentence`` reads, from ``traceql.validation.report.results``."""
     def spread(values: list[float]) -> list[float]:
@@ -65,13 +83,17 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     ser = [r for r in res["serialized"] if r["model"] not in CPU_BOUND]
     cpu = [r for r in res["serialized"] if r["model"] in CPU_BOUND]
     strag = [r["error"] for r in res["injected"] if r["way"] == "without straggler"]
+    gaps = [r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]
     out = {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),
-           "saving_gap_ms": spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]),
-           "straggler_error": spread(strag)}
+           "saving_gap_ms": spread(gaps), "saving_abs_ms": statistics.median(abs(g) for g in gaps),
+           "straggler_error": spread(strag), "straggler_abs": statistics.median(abs(e) for e in strag)}
     if res.get("caps"):
         out["cap_error"] = spread([r["error"] for r in res["caps"]])
+        out["cap_abs"] = statistics.median(abs(r["error"]) for r in res["caps"])
         out["caps"] = [str(c) for c in sorted({r["cap"] for r in res["caps"]})]
     if cpu:
         out["cpu_bound_serialized_error"] = spread([r["error"] for r in cpu])
         out["cpu_bound_saving_gap_ms"] = spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in cpu])
+        out["cpu_bound_saving_abs_ms"] = statistics.median(abs(r["saves_predicted_ms"] - r["saves_real_ms"])
+                                                           for r in cpu)
     return out

@@ -99,8 +99,10 @@ def critical_path(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFr
     return schema.conform(out.sort("run_id"), schema.CRITICAL)
 
 
-def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool) -> RunVerdict:
-    """One run's verdict (:class:`RunVerdict`) from its steps."""
+def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
+            errors: dict[str, str] | None = None) -> RunVerdict:
+    """One run's verdict (:class:`RunVerdict`) from its steps; ``errors``: what the overlap and straggler lines
+    say of their error on the validation runs (``measured.errors``)."""
     judged = steps.filter(~pl.col("first"))
     if judged.is_empty():
         judged = steps
@@ -118,7 +120,7 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool) -> Run
     stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
     out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks)
-    out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0)
+    out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0, errors or {})
     return out
 
 
@@ -126,16 +128,18 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _findings(v: RunVerdict, cases: int) -> list[str]:
+def _findings(v: RunVerdict, cases: int, errors: dict[str, str]) -> list[str]:
     if v.step_ns is None:
         return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
     parts = []
     if v.overlap_saves_ns is None:
         parts.append("no communication to overlap")
-    elif v.overlap_saves_ns >= 0:
-        parts.append(f"overlap saves {_ms(v.overlap_saves_ns)}/step over serial")
     else:
-        parts.append(f"overlap costs {_ms(-v.overlap_saves_ns)}/step against serial")
+        err = f" ({errors['overlap']})" if "overlap" in errors else ""
+        if v.overlap_saves_ns >= 0:
+            parts.append(f"overlap saves {_ms(v.overlap_saves_ns)}/step over serial{err}")
+        else:
+            parts.append(f"overlap costs {_ms(-v.overlap_saves_ns)}/step against serial{err}")
     if not cases:
         parts.append("no slowdown cases")
     else:
@@ -146,6 +150,7 @@ def _findings(v: RunVerdict, cases: int) -> list[str]:
         parts.append("no straggler")
     for s in v.stragglers:
         plural = "s" if len(s["steps"]) > 1 else ""
-        parts.append(f"the straggler rank {s['rank']} costs {_ms(s['cost_ns'])} in step{plural} "
+        err = f" ({errors['straggler']})" if "straggler" in errors else ""
+        parts.append(f"the straggler rank {s['rank']} costs {_ms(s['cost_ns'])}{err} in step{plural} "
                      f"{', '.join(map(str, s['steps']))}")
     return parts

@@ -12,7 +12,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.replay.graph import DISORDER_NS
 from traceql.labelling.gradients import Rebucketing, rebucketing
-from traceql.labelling.measured import sentence
+from traceql.labelling.measured import errors, sentence
 from traceql.labelling.replayed import RunVerdict, activities, on_clock, replayed, verdict
 from traceql.labelling.request import Request
 from traceql.labelling.steps import run_steps
@@ -53,6 +53,7 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         notes += ranked.notes
         busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
         idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
+        bounds = run_errors(timeline, ranked)
         done = ranked.replayed or replayed(timeline, labelled)
         steps = done.steps
         if caps:
@@ -68,14 +69,23 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm))
+            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, bounds))
             if caps:
-                runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i]))
+                runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], bounds))
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
     idle = statistics.median(idles) if idles else None
     return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle, bool(caps)))
+
+
+def run_errors(timeline: Any, ranked: Any) -> dict[str, str]:
+    """What a run's verdict lines say of their error on the validation runs (``measured.errors``): by its
+    collectives and by how idle its GPUs sat (``ranked``: ``steps.run_steps``)."""
+    comm = timeline.kernels.filter(pl.col("kind") == "comm")
+    own = {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
+    busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
+    return errors(own, float((busy["idle_ns"] / busy["gpu_ns"]).median()) if busy.height else None)
 
 
 def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
@@ -89,7 +99,7 @@ def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.Data
             .select(steps.columns))
 
 
-def _cap_line(steps: pl.DataFrame, cap: Rebucketing) -> str:
+def _cap_line(steps: pl.DataFrame, cap: Rebucketing, bounds: dict[str, str]) -> str:
     """The verdict's line on another bucket cap."""
     judged = steps.filter(~pl.col("first") & pl.col("bucket_cap_ns").is_not_null())
     buckets = f"{len(cap.new)} bucket{'s' if len(cap.new) > 1 else ''}, not {len(cap.old)}"
@@ -98,4 +108,5 @@ def _cap_line(steps: pl.DataFrame, cap: Rebucketing) -> str:
                 "gradient all-reduces of its own buckets)")
     step = float(judged["bucket_cap_ns"].median())
     change = float((judged["bucket_cap_ns"] - judged["replayed_ns"]).median())
-    return f"at {cap.cap_mb:g} MB buckets ({buckets}): {step / 1e6:,.1f} ms a step ({change / 1e6:+,.2f} ms)"
+    err = f", {bounds['cap']}" if "cap" in bounds else ""
+    return f"at {cap.cap_mb:g} MB buckets ({buckets}): {step / 1e6:,.1f} ms a step ({change / 1e6:+,.2f} ms{err})"
