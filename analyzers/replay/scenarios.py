@@ -8,10 +8,11 @@ edges changed, replayed by ``engine.replay``.
   as long after its GPU's previous work as they did, so that it arrives at the collectives as they do; and no
   activity of that step takes longer than it took in its rank's other steps (while the others waited, their
   collectives sat on the GPU beside their computation and slowed it); what the straggler ran in that step and
-  never in its other steps (extra work on its GPU) takes no time; after its first launch of the step, none of
-  its launches comes later after what it waited for (its previous call, or GPU work it was blocked on) than
-  its own CPU took before the same launch in its normal steps (a late GPU leaves the CPU slow for the rest of
-  the step). Nothing takes longer than it did: a step is never slower without its straggler.
+  never in its other steps (extra work on its GPU) takes no time; where that extra work lasted
+  :data:`LATE_GPU_NS` or more (a late GPU, which leaves the CPU slow for the rest of the step), none of the
+  straggler's launches after its first comes later after what it waited for (its previous call, or GPU work it
+  was blocked on) than its own CPU took before the same launch in its normal steps. Nothing takes longer than
+  it did: a step is never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them,
   but the gradients' all-reduces of a step deferred until the computation launched before the last of them has
   run (as DDP with every bucket reduced after the backward); every case at its baseline, every collective at
@@ -28,6 +29,8 @@ import polars as pl
 from traceql.analyzers.replay.alone import CommAlone, alone_tails
 from traceql.analyzers.replay.engine import Graph
 from traceql.analyzers.replay.graph import BLOCKED, CHAIN, INFERRED, RECORDED, STREAM, RunGraph
+
+LATE_GPU_NS = 1_000_000  # a straggler's GPU ran this much work its other steps never ran: its GPU was late
 
 
 def without_contention(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray) -> Graph:
@@ -76,14 +79,17 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
             new[0] = min(new[0], _first_lag(rg, bounds, run, step, rank, int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
-        # after its first launch, no launch later after what it waited for (its previous call, or the GPU work it
-        # was blocked on) than its CPU took before it in its normal steps: a late GPU leaves its CPU slow for the
-        # rest of the step, and with two ranks the other's lags are those of a rank kept waiting
-        cap = own.join(usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")["usual"]
-        cap = cap.fill_null(np.iinfo(np.int64).max).to_numpy()[1:]
-        for edges in (slots[1:], blocked_at[own["call"].to_numpy()[1:]]):
-            ok = edges >= 0
-            lag[edges[ok]] = np.minimum(lag[edges[ok]], cap[ok])
+        # a late GPU (work its other steps never ran: a delay, a slower or busier GPU) leaves its CPU slow for the
+        # rest of the step once the GPU has drained the queue: after its first launch, none later after what it
+        # waited for (its previous call, or the GPU work it was blocked on) than its CPU in its normal steps
+        known = usual.filter(pl.col("run_id") == run, pl.col("rank") == rank)["_key"].unique().implode()
+        extra = own.filter(~pl.col("_key").is_in(known))["call"].to_numpy()
+        if by_name and g.dur[rg.launch_op[extra]].sum() >= LATE_GPU_NS:
+            cap = own.join(usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")["usual"]
+            cap = cap.fill_null(np.iinfo(np.int64).max).to_numpy()[1:]
+            for edges in (slots[1:], blocked_at[own["call"].to_numpy()[1:]]):
+                ok = edges >= 0
+                lag[edges[ok]] = np.minimum(lag[edges[ok]], cap[ok])
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
 
 
