@@ -1,6 +1,7 @@
 """The what-if's answers against the runs of the counterfactual that the matrix measured.
 
-- *serialized*: ``whatif``'s ``serialized_ns`` of the stock run against the serialized run's measured step;
+- *serialized*: ``whatif``'s ``serialized_ns`` of the stock run against the serialized run's measured step,
+  less the gaps the collection's hook left between its all-reduces (:func:`hook_gaps`);
   the overlap saving it predicts (serialized − replayed) against the real one (serial − stock, measured). The
   collectives' speed alone (``analyzers.replay.alone``) is fitted on other runs' pairs (``comm_tails``).
 - *without the straggler*: in the steps a rank was made late (a CPU sleep or a GPU spin), ``without_straggler_ns``
@@ -23,6 +24,7 @@ from traceql.analyzers.replay.alone import CommAlone
 from traceql.validation.matrix import MatrixRun
 
 SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
+BACK_TO_BACK_NS = 3_000  # one all-reduce starting this soon after the one before it ended: back to back
 
 
 def replayed_steps(run: MatrixRun) -> pl.DataFrame:
@@ -42,7 +44,8 @@ class Serialized:
 
     stock_ns: float
     predicted_ns: float
-    measured_ns: float
+    measured_ns: float  # less the hook's gaps (:func:`hook_gaps`)
+    hook_ns: float = 0.0  # the gaps taken out
 
     @property
     def error(self) -> float:
@@ -82,13 +85,35 @@ def comm_tails(run: MatrixRun) -> pl.DataFrame:
     return tails(build(on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks)), timeline.waits))
 
 
+def hook_gaps(run: MatrixRun) -> pl.DataFrame:
+    """Per step of a serialized run (``step``, ``gap_ns``): how long its gradient all-reduces sat apart beyond
+    back to back (:data:`BACK_TO_BACK_NS`), the median over ranks. The first hook (``h100-a``, ``h100-b``) copied
+    each bucket's sums into the gradients between one all-reduce and the next, 50 µs a bucket at the end of
+    every step, which DDP does not do; the second (``h100-c``) leaves them 2.5 µs apart."""
+    from traceql.labelling.inputs import read_timeline
+
+    kernels = read_timeline(run.path()).kernels
+    reduces = kernels.filter(pl.col("kind") == "comm", pl.col("step_kind") == "sync",
+                             pl.col("collective").cast(pl.String).str.starts_with("AllReduce")).sort("start_ns")
+    apart = reduces.with_columns((pl.col("start_ns") - pl.col("end_ns").shift(1).over("rank", "step")).alias("gap"))
+    return (apart.group_by("rank", "step").agg((pl.col("gap") - BACK_TO_BACK_NS).clip(0).sum().alias("gap_ns"))
+            .group_by("step").agg(pl.col("gap_ns").median()).with_columns(pl.col("step").cast(pl.Int32)))
+
+
 def serialized(stock: list[MatrixRun], serial: list[MatrixRun], comm: CommAlone | None = None) -> Serialized:
     """The stock runs' predicted serialized step (the collectives alone as ``comm`` says) against the serial
-    runs' measured one (several runs of a noisy configuration: the median of each run's median)."""
+    runs' measured one less the hook's gaps (:func:`hook_gaps`; several runs of a noisy configuration: the
+    median of each run's median)."""
     s = [serialized_steps(r, comm) for r in stock]
+    measured, gaps = [], []
+    for run in serial:
+        steps = replayed_steps(run).with_columns(pl.col("step").cast(pl.Int32)).join(hook_gaps(run), on="step",
+                                                                                        how="left")
+        steps = steps.with_columns(pl.col("gap_ns").fill_null(0))
+        measured.append(float((steps["measured_ns"] - steps["gap_ns"]).median()))
+        gaps.append(float(steps["gap_ns"].median()))
     return Serialized(median([float(x["measured_ns"].median()) for x in s]),
-                      median([float(x["serialized_ns"].median()) for x in s]),
-                      median([float(replayed_steps(r)["measured_ns"].median()) for r in serial]))
+                      median([float(x["serialized_ns"].median()) for x in s]), median(measured), median(gaps))
 
 
 @dataclass(frozen=True)
