@@ -48,12 +48,12 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
     for i, paths in enumerate(split):
         timeline, labelled = req.label(paths, baseline)
         ranked = run_steps(timeline, labelled)
-        comm = timeline.kernels.filter(pl.col("kind") == "comm")
-        collectives |= {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
+        own = _collectives(timeline)
+        collectives |= own
         notes += ranked.notes
         busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
         idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
-        bounds = run_errors(timeline, ranked)
+        bounds = run_errors(timeline, ranked, own)
         done = ranked.replayed or replayed(timeline, labelled)
         steps = done.steps
         if caps:
@@ -79,11 +79,17 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
     return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle, bool(caps)))
 
 
-def run_errors(timeline: Any, ranked: Any) -> dict[str, str]:
-    """What a run's verdict lines say of their error on the validation runs (``measured.errors``): by its
-    collectives and by how idle its GPUs sat (``ranked``: ``steps.run_steps``)."""
+def _collectives(timeline: Any) -> set[str]:
+    """The operations of a timeline's communication kernels (``AllReduce``, ``AllGather`` ...)."""
     comm = timeline.kernels.filter(pl.col("kind") == "comm")
-    own = {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
+    return {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
+
+
+def run_errors(timeline: Any, ranked: Any, collectives: set[str] | None = None) -> dict[str, str]:
+    """What a run's verdict lines say of their error on the validation runs (``measured.errors``): by its
+    collectives (``collectives``, else read from ``timeline``) and by how idle its GPUs sat (``ranked``:
+    ``steps.run_steps``)."""
+    own = collectives if collectives is not None else _collectives(timeline)
     busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
     return errors(own, float((busy["idle_ns"] / busy["gpu_ns"]).median()) if busy.height else None)
 
