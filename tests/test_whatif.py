@@ -43,9 +43,9 @@ def test_the_replay_reproduces_every_step_and_the_what_ifs_keep_their_promises(r
 
 
 @pytest.mark.parametrize("run,within,cost", [
-    *((r, 0.05, 0.1) for r in STRAGGLER_RUNS), (RUNS / "block-tp-straggler-nsys", 0.05, 0.1),
-    # FSDP2's step 4: 93.7 ms without the straggler against 88.6 ms (+5.8 %), and 24.4 ms for the 30 ms sleep
-    (RUNS / "gpt2-fsdp2-straggler-nsys", 0.07, 0.2)], ids=lambda p: getattr(p, "name", str(p)))
+    *((r, 0.03, 0.1) for r in STRAGGLER_RUNS), (RUNS / "block-tp-straggler-nsys", 0.03, 0.1),
+    # FSDP2's step 4, where the waiting rank's CPU ran slower than usual: 89.1 ms against 88.6 ms (+0.6 %)
+    (RUNS / "gpt2-fsdp2-straggler-nsys", 0.03, 0.1)], ids=lambda p: getattr(p, "name", str(p)))
 def test_without_the_straggler_its_steps_take_what_the_others_take(run: Path, within: float, cost: float) -> None:
     want, _ = injected(run)
     steps = whatif(run).steps.filter(~pl.col("first"))

@@ -11,7 +11,9 @@ edges changed, replayed by ``engine.replay``.
   never in its other steps (extra work on its GPU) takes no time; where that extra work lasted
   :data:`LATE_GPU_NS` or more (a late GPU, which leaves the CPU slow for the rest of the step), none of the
   straggler's launches after its first comes later after what it waited for (its previous call, or GPU work it
-  was blocked on) than its own CPU took before the same launch in its normal steps. Nothing takes longer than
+  was blocked on) than its own CPU took before the same launch in its normal steps. The ranks that waited
+  launch nothing later after the step's first launch than they did in their normal steps (their GPU sat
+  stalled, so a slow CPU cost nothing then, and would without the straggler). Nothing takes longer than
   it did: a step is never slower without its straggler.
 - :func:`serialized`: no overlap: each rank runs its activities one at a time, in the order it launched them,
   but the gradients' all-reduces of a step deferred until the computation launched before the last of them has
@@ -55,7 +57,8 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     key = (pl.col("_name") if by_name else pl.lit("")).alias("_key")
     calls = rg.ops[rg.launch_op].select("run_id", "rank", "step", key).with_columns(
         pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)),
-        pl.Series("call", np.arange(len(rg.launch_op), dtype=np.int64)))
+        pl.Series("call", np.arange(len(rg.launch_op), dtype=np.int64)),
+        pl.Series("at", rg.measured.start[rg.n_ops:]))
     # the same launch on every rank: the k-th of its activity's name in the step (the k-th of the step without names)
     calls = calls.with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "_key").alias("pos"))
     bounds = _step_bounds(rg)
@@ -79,6 +82,8 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
             new[0] = min(new[0], _first_lag(rg, bounds, run, step, rank, int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
+        for _, waiting in others.group_by("rank"):
+            _no_slower_than_usual(lag, waiting, usual)
         # a late GPU (work its other steps never ran: a delay, a slower or busier GPU) leaves its CPU slow for the
         # rest of the step once the GPU has drained the queue: after its first launch, none later after what it
         # waited for (its previous call, or the GPU work it was blocked on) than its CPU in its normal steps
@@ -93,9 +98,24 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
 
 
+def _no_slower_than_usual(lag: np.ndarray, calls: pl.DataFrame, usual: pl.DataFrame) -> None:
+    """A waiting rank's CPU in a step it waited in (``calls``: its launches there, in call order): no launch
+    later after the step's first than the same launch came in the rank's normal steps (the median, ``usual``'s
+    ``offset``), where the trace has it later. Its GPU sat stalled on the straggler, so a slow CPU cost nothing
+    then; without the straggler it would, and its CPU's usual pace is the better guess."""
+    calls = calls.sort("call").with_columns((pl.col("at") - pl.col("at").first()).alias("own"))
+    mark = calls.join(usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")
+    capped = np.maximum.accumulate(np.minimum(mark["own"].to_numpy(),
+                                              mark["offset"].fill_null(np.iinfo(np.int64).max).to_numpy()))
+    slots = mark["slot"].to_numpy()[1:]
+    ok = slots >= 0
+    lag[slots[ok]] = np.minimum(lag[slots[ok]], np.diff(capped)[ok])
+
+
 def _usual_lags(calls: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
     """Per run, rank and launch (``_key``, ``pos``), the median lag of its rank's CPU before it over the rank's
-    normal steps: neither the run's first captured step nor a step the rank was named in."""
+    normal steps (``usual``) and the median time it came after its step's first launch (``offset``): neither
+    the run's first captured step nor a step the rank was named in."""
     on = ["run_id", "step", "rank"]
     held = named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32)).unique()
     steps = calls.filter(pl.col("step").is_not_null(), pl.col("slot") >= 0).with_columns(
@@ -103,8 +123,10 @@ def _usual_lags(calls: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
     first = pl.col("step") == pl.col("step").min().over("run_id")
     normal = steps.join(held.with_columns(pl.lit(True).alias("_held")), on=on, how="left").filter(
         pl.col("_held").is_null(), ~first)
-    return normal.group_by("run_id", "rank", "_key", "pos").agg(pl.col("lag").median().round().cast(pl.Int64)
-                                                                .alias("usual"))
+    normal = normal.with_columns((pl.col("at") - pl.col("at").min().over(on)).alias("offset"))
+    return normal.group_by("run_id", "rank", "_key", "pos").agg(
+        pl.col("lag").median().round().cast(pl.Int64).alias("usual"),
+        pl.col("offset").median().round().cast(pl.Int64).alias("offset"))
 
 
 def _step_bounds(rg: RunGraph) -> pl.DataFrame:
