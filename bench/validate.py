@@ -18,7 +18,8 @@ from pathlib import Path
 
 from traceql.labelling.measured import summarise
 from traceql.validation import load_matrix
-from traceql.validation.report import render, results, verdict_errors
+from traceql.validation.page import render, verdict_errors
+from traceql.validation.report import results
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -12,7 +14,8 @@ import pytest
 from tests.paths import ROOT
 from traceql.errors import InputError
 from traceql.validation import load_matrix, scoring, whatifs
-from traceql.validation.report import SETTINGS, family, render
+from traceql.validation.page import render
+from traceql.validation.report import SETTINGS, family
 
 MATRIX = load_matrix()
 FIGURES = json.loads((MATRIX.root / "validation.json").read_text())
@@ -34,10 +37,33 @@ def test_the_matrix_holds_its_configurations_and_their_counterfactuals() -> None
     assert len(MATRIX.injected("cpu-straggler")) == 5 and len(MATRIX.injected("gpu-delay")) == 5
     for noisy in (c for c in configs if c.model == "resnet50b32"):
         assert len(noisy.stock) == len(noisy.serial) == 3
+    # h100-e: repeats of every stock and serialized configuration but h100-d's, their measured steps alone
+    assert len(MATRIX.repeats) == 48 and {r.gpu for r in MATRIX.repeats} == {"h100-e"}
+    assert all(r.light and not list(r.folder.glob("traces/*")) for r in MATRIX.repeats)
+    pooled = MATRIX.pooled()
+    assert len(pooled) == 21 and all(len(p.stock) >= 2 and len(p.serial) >= 2 for p in pooled)
+    assert sum(len(p.stock) >= 3 and len(p.serial) >= 3 for p in pooled) == 16
+    assert all(r.kind == "h100" and not r.light for p in pooled for r in p.traced)
+
+
+def test_a_light_repeat_measures_what_its_traces_did(tmp_path) -> None:
+    """A traced run lightened as the repeats were (``bench/groundtruth/lighten.py``): its shipped steps are those
+    its traces give, so a repeat is measured exactly as a traced run."""
+    run = MATRIX.run("gpt2-2g-cap2-serial", "h100-c")
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "groundtruth" / "lighten.py"), "--batch", "h100-x",
+                           "--root", str(tmp_path), str(run.folder)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    light = load_matrix(tmp_path).repeats
+    assert [r.name for r in light] == [run.name] and light[0].light and light[0].role == "serial"
+    made = tmp_path / "h100-x" / run.name
+    assert not (made / "traces").exists()
+    assert (made / "manifest.json").read_bytes() == (run.folder / "manifest.json").read_bytes()
+    got, want = whatifs.measured_steps(light[0]), whatifs.measured_steps(run)
+    assert got.equals(want) and want.height == 5 and (want["gap_ns"] > 0).all()
 
 
 def test_each_manifest_names_the_hardware_software_and_counterfactual() -> None:
-    for run in MATRIX.runs:
+    for run in MATRIX.runs + MATRIX.repeats:
         m = run.manifest
         assert m["status"] == "complete", run.name
         assert m["environment"]["gpu_names"][0] == "NVIDIA H100 80GB HBM3" and m["environment"]["nccl"] == "2.28.9"
@@ -101,6 +127,14 @@ def test_the_figures_are_those_of_the_runs() -> None:
     assert row["wait_us"] != FIGURES["comm_alone"]["wait_ns"] / 1e3  # fitted without the model scored
     s = whatifs.serialized(cfg.stock, cfg.serial, CommAlone(row["wait_us"] * 1e3, row["share"]))
     assert math.isclose(row["predicted_ms"], s.predicted_ns / 1e6) and math.isclose(row["error"], s.error)
+    # the same over every host of the GPU kind, light repeats included, and the real saving's interval
+    p = next(p for p in MATRIX.pooled() if p.name == "h100 llama 2g cap25")
+    row = next(r for r in FIGURES["pooled"] if r["config"] == p.name)
+    s = whatifs.pooled(p, CommAlone(row["wait_us"] * 1e3, row["share"]))
+    assert (row["traced"], row["stock"], row["serial"]) == (3, 4, 3)
+    assert math.isclose(row["saves_predicted_ms"], s.saving_predicted_ns / 1e6)
+    assert math.isclose(row["measured_ms"], s.measured_ns / 1e6) and math.isclose(row["stock_ms"], s.stock_ns / 1e6)
+    assert row["real_low_ms"] <= row["saves_real_ms"] <= row["real_high_ms"] and row["real_low_ms"] > 0
     straggler = MATRIX.run("bert-2g-cap25-cpu-straggler")
     x = whatifs.without_straggler(straggler)
     row = next(r for r in FIGURES["injected"] if r["run"] == straggler.label and r["way"] == "without straggler")
@@ -141,7 +175,7 @@ def test_ranks_late_by_turns_give_one_straggler_a_step() -> None:
 
 
 def test_each_verdict_s_page_gives_its_measured_error() -> None:
-    from traceql.validation.report import verdict_errors
+    from traceql.validation.page import verdict_errors
 
     for page, sentence in verdict_errors(FIGURES).items():
         assert sentence in (ROOT / "docs" / page).read_text(), page
@@ -165,8 +199,6 @@ def test_a_gpu_side_straggler_is_named_and_removed(name: str) -> None:
 def test_the_matrix_collector_runs_a_plan_and_packs_it(tmp_path) -> None:
     """``bench/groundtruth/collect_matrix.py`` as a smoke test on CPU (gloo, no profiler): a twin, a stock and a
     serialized run of the plan, scheduled on two slots, packed into a tar with their summary."""
-    import subprocess
-    import sys
     import tarfile
 
     out = tmp_path / "out"
@@ -194,7 +226,7 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
     ddp = traceql.whatif(ROOT / "datasets" / "default" / "gpt2-nsys").measured
-    assert ddp.startswith("measured on 113 runs (H100, DDP; GPU-bound): serialized ") and "outside" not in ddp
+    assert ddp.startswith("measured on 161 runs (H100, DDP; GPU-bound): serialized ") and "outside" not in ddp
     assert f"median {ser[0]:+.1%}, worst {ser[1]:+.1%}" in ddp and "CPU-bound" not in ddp
     cpu = traceql.whatif(ROOT / "datasets" / "runs" / "resnet50-inrun-nsys").measured  # its GPUs idle 40 %
     gap = summarise(FIGURES_PAGE)["cpu_bound_saving_gap_ms"][1]
@@ -203,7 +235,7 @@ def test_the_what_if_carries_its_measured_error() -> None:
     assert fsdp.measured.endswith("this run's AllGather, ReduceScatter lie outside them (DDP all-reduces only)")
     # each verdict line carries its own typical error: the median |error| of runs like it
     figures = summarise(FIGURES_PAGE)
-    gpu_bound = [r for r in FIGURES_PAGE["serialized"] if r["model"] != "resnet50b32"]
+    gpu_bound = [r for r in FIGURES_PAGE["pooled"] if r["model"] != "resnet50b32"]  # hosts pooled
     import statistics
 
     typical = statistics.median(abs(r["saves_predicted_ms"] - r["saves_real_ms"]) for r in gpu_bound)

@@ -11,7 +11,10 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
 - the CPU-bound ResNet-50 (batch 32) stock and serial three times each (``-r1`` .. ``-r3``);
 - batch ``d``: bucket-cap pairs only, where another cap moves the step (Llama-style at 25 and 1000 MB, GPT-2 at
   25 and 400 MB: every gradient, or the last several hundred MB, in the last bucket), 4 captured steps, no
-  isolated steps and no twin (they are not labelled).
+  isolated steps and no twin (they are not labelled);
+- batch ``e``: repeats of the stock and serialized runs (a configuration's runs on every host of its GPU kind
+  are pooled), 2 GPUs, then 4; no twin. They ship their measured step times alone (``lighten.py``): the size
+  budget holds no more traces.
 
 Run names: ``<model>-<g>g-cap<cap>-<role>`` (``resnet50`` is batch 128, GPU-bound; ``resnet50b32`` the
 CPU-bound batch 32), twins ``<model>-twin``.
@@ -84,6 +87,12 @@ def plan(kind: str) -> list[Run]:
     if kind == "d":
         return [Run(f"{m}-2g-cap{cap}-stock", m, 2, "stock", cap, steps=4)
                 for m, big in (("llama", 1000), ("gpt2", 400)) for cap in (25, big)]
+    if kind == "e":
+        runs = [r for cap in (2, 25) for m in MODELS for r in config_runs(m, 2, cap)]
+        runs += config_runs("resnet50b32", 2, 25, repeats=3)
+        runs += config_runs("bert", 4, 2, repeats=2)
+        runs += [r for m in MODELS if m != "bert" for r in config_runs(m, 4, 2)]
+        return runs + [r for m in MODELS for r in config_runs(m, 4, 25)]
     runs = [twin(m) for m in (*MODELS, "resnet50b32")]
     if kind == "c":
         runs += config_runs("resnet50b32", 2, 25, repeats=3)

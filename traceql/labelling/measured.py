@@ -80,8 +80,9 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     def spread(values: list[float]) -> list[float]:
         return [statistics.median(values), max(values, key=abs)]
 
-    ser = [r for r in res["serialized"] if r["model"] not in CPU_BOUND]
-    cpu = [r for r in res["serialized"] if r["model"] in CPU_BOUND]
+    every = res.get("pooled") or res["serialized"]  # per configuration over its GPU kind's hosts, where known
+    ser = [r for r in every if r["model"] not in CPU_BOUND]
+    cpu = [r for r in every if r["model"] in CPU_BOUND]
     strag = [r["error"] for r in res["injected"] if r["way"] == "without straggler"]
     gaps = [r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]
     out = {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),

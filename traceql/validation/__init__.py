@@ -1,5 +1,5 @@
 """The ground-truth matrix and every verdict scored on it (``bench/validate.py``, ``docs/validation.md``)."""
 
-from traceql.validation.matrix import Configuration, Matrix, MatrixRun, load_matrix
+from traceql.validation.matrix import Configuration, Matrix, MatrixRun, Pooled, load_matrix
 
-__all__ = ["Configuration", "Matrix", "MatrixRun", "load_matrix"]
+__all__ = ["Configuration", "Matrix", "MatrixRun", "Pooled", "load_matrix"]

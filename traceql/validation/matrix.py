@@ -31,6 +31,7 @@ from traceql.errors import InputError
 NAME = re.compile(r"^(?P<model>[a-z0-9]+)-(?:twin|(?P<world>\d+)g-cap(?P<cap>\d+)-(?P<role>[a-z-]+?)"
                   r"(?:-r(?P<rep>\d+))?)$")
 ROLES = ("stock", "serial", "cpu-straggler", "gpu-delay")
+STEPS_FILE = "steps.json"  # a light run's measured steps (``bench/groundtruth/lighten.py``)
 
 
 def default_root() -> Path:
@@ -92,6 +93,15 @@ class MatrixRun:
         chosen = [per_step[k] for k in keys if steps is None or k in steps]
         return statistics.median(chosen) if chosen else float("nan")
 
+    @property
+    def light(self) -> bool:
+        """A repeat shipped with its measured step times alone (``steps.json``), its traces left out."""
+        return (self.folder / STEPS_FILE).is_file() and not any(self.folder.glob("traces/*.sqlite.xz"))
+
+    def shipped_steps(self) -> list[dict[str, Any]]:
+        """A light run's steps as measured from its traces when it was collected (``steps.json``)."""
+        return json.loads((self.folder / STEPS_FILE).read_text())["steps"]
+
     def injected(self) -> dict[str, Any] | None:
         """The straggler or GPU delay this run's local_config injected (rank, steps, length), else None."""
         local = self.manifest["input"]["local_config"]
@@ -139,11 +149,31 @@ class Configuration:
 
 
 @dataclass
+class Pooled:
+    """(GPU kind, model, GPUs, bucket cap) over every host of that kind: the stock runs with traces (what the
+    what-if is asked about), and every stock and serialized run, light repeats included (what was measured)."""
+
+    kind: str
+    model: str
+    world: int
+    cap: int
+    traced: list[MatrixRun] = field(default_factory=list)
+    stock: list[MatrixRun] = field(default_factory=list)
+    serial: list[MatrixRun] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.model} {self.world}g cap{self.cap}"
+
+
+@dataclass
 class Matrix:
-    """Every run of the matrix, and the labels shipped beside them."""
+    """Every run of the matrix with its traces (``runs``), the light repeats (``repeats``: measured step times
+    alone), and the labels shipped beside them."""
 
     root: Path
     runs: list[MatrixRun]
+    repeats: list[MatrixRun] = field(default_factory=list)
 
     def run(self, name: str, gpu: str | None = None) -> MatrixRun:
         for r in self.runs:
@@ -163,6 +193,18 @@ class Matrix:
                 cfg = out.setdefault(key, Configuration(*key, twin=self.twin(r.gpu, r.model)))
                 getattr(cfg, r.role).append(r)
         return [c for c in out.values() if c.stock]
+
+    def pooled(self) -> list[Pooled]:
+        """Every (GPU kind, model, GPUs, cap) with a traced stock run and a serialized run, its runs of every
+        host of the kind together, in name order."""
+        out: dict[tuple, Pooled] = {}
+        for r in sorted(self.runs + self.repeats, key=lambda r: (r.kind, r.model, r.world, r.cap or 0, r.label)):
+            if r.role in ("stock", "serial"):
+                p = out.setdefault((r.kind, r.model, r.world, r.cap), Pooled(r.kind, r.model, r.world, r.cap or 0))
+                getattr(p, r.role).append(r)
+                if r.role == "stock" and not r.light:
+                    p.traced.append(r)
+        return [p for p in out.values() if p.traced and p.serial]
 
     def injected(self, role: str) -> list[MatrixRun]:
         """The runs of one counterfactual role (``cpu-straggler``, ``gpu-delay``)."""
@@ -193,4 +235,4 @@ def load_matrix(root: str | Path | None = None) -> Matrix:
                                   int(m["cap"]) if m["cap"] else None, int(m["rep"] or 1)))
     if not runs:
         raise InputError("no run folders in the ground-truth matrix", path=str(base))
-    return Matrix(base, runs)
+    return Matrix(base, [r for r in runs if not r.light], [r for r in runs if r.light])

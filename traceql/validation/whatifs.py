@@ -18,10 +18,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone
-from traceql.validation.matrix import MatrixRun
+from traceql.validation.matrix import MatrixRun, Pooled
 
 SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
 BACK_TO_BACK_NS = 3_000  # one all-reduce starting this soon after the one before it ended: back to back
@@ -100,20 +101,81 @@ def hook_gaps(run: MatrixRun) -> pl.DataFrame:
             .group_by("step").agg(pl.col("gap_ns").median()).with_columns(pl.col("step").cast(pl.Int32)))
 
 
+MEASURED = {"step": pl.Int32, "measured_ns": pl.Int64, "gap_ns": pl.Int64}
+
+
+def measured_steps(run: MatrixRun) -> pl.DataFrame:
+    """Per step of the run (:data:`MEASURED`), the first captured step left out: its time as its trace measures
+    it (``measured_ns``, as ``whatif`` does) and, for a serialized run, its hook's gaps (:func:`hook_gaps`; 0
+    for the others). A light repeat's are those its traces gave when it was collected (``steps.json``)."""
+    from traceql.analyzers import replay
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.replayed import activities, on_clock
+
+    if run.light:
+        return pl.DataFrame(run.shipped_steps(), schema=MEASURED).sort("step")
+    timeline = read_timeline(run.path())
+    ops = on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks))
+    steps = replay.steps(ops, waits=timeline.waits, ways=(), replay_trace=False).steps.filter(~pl.col("first"))
+    steps = steps.select(pl.col("step").cast(pl.Int32), "measured_ns")
+    gaps = hook_gaps(run) if run.role == "serial" else pl.DataFrame(schema={"step": pl.Int32, "gap_ns": pl.Int64})
+    return (steps.join(gaps, on="step", how="left").with_columns(pl.col("gap_ns").fill_null(0))
+            .cast(MEASURED).sort("step"))  # type: ignore[arg-type]
+
+
+def _serial_ns(runs: list[MatrixRun]) -> tuple[float, float]:
+    """Serialized runs' measured step less the hook's gaps, and the gaps (the median of each run's median)."""
+    steps = [measured_steps(r) for r in runs]
+    return (median([float((s["measured_ns"] - s["gap_ns"]).median()) for s in steps]),
+            median([float(s["gap_ns"].median()) for s in steps]))
+
+
 def serialized(stock: list[MatrixRun], serial: list[MatrixRun], comm: CommAlone | None = None) -> Serialized:
     """The stock runs' predicted serialized step (the collectives alone as ``comm`` says) against the serial
     runs' measured one less the hook's gaps (:func:`hook_gaps`; several runs of a noisy configuration: the
     median of each run's median)."""
     s = [serialized_steps(r, comm) for r in stock]
-    measured, gaps = [], []
-    for run in serial:
-        steps = replayed_steps(run).with_columns(pl.col("step").cast(pl.Int32)).join(hook_gaps(run), on="step",
-                                                                                        how="left")
-        steps = steps.with_columns(pl.col("gap_ns").fill_null(0))
-        measured.append(float((steps["measured_ns"] - steps["gap_ns"]).median()))
-        gaps.append(float(steps["gap_ns"].median()))
     return Serialized(median([float(x["measured_ns"].median()) for x in s]),
-                      median([float(x["serialized_ns"].median()) for x in s]), median(measured), median(gaps))
+                      median([float(x["serialized_ns"].median()) for x in s]), *_serial_ns(serial))
+
+
+@dataclass(frozen=True)
+class PooledSerialized(Serialized):
+    """A configuration over every host of its GPU kind: the what-if on each traced stock run (the median of
+    their predicted steps, and of their predicted savings) against every stock and serialized run measured."""
+
+    saving_ns: float = 0.0  # the median over traced stock runs of (predicted serialized - that run's step)
+    real_interval_ns: tuple[float, float] = (float("nan"), float("nan"))  # :func:`saving_interval`
+
+    @property
+    def saving_predicted_ns(self) -> float:
+        return self.saving_ns
+
+
+RESAMPLES = 4000
+
+
+def saving_interval(stock_ns: list[float], serial_ns: list[float]) -> tuple[float, float]:
+    """The 95 % interval of the real overlap saving (serialized runs' median less the stock runs'), each run's
+    median step drawn again with replacement within its side (a bootstrap, seeded: the same every time). With
+    two or three runs a side it is rough, and says how far the runs themselves let a saving be known."""
+    rng = np.random.default_rng(0)
+    a, b = np.asarray(stock_ns), np.asarray(serial_ns)
+    diff = (np.median(rng.choice(b, (RESAMPLES, len(b))), axis=1)
+            - np.median(rng.choice(a, (RESAMPLES, len(a))), axis=1))
+    return float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))
+
+
+def pooled(p: Pooled, comm: CommAlone | None = None) -> PooledSerialized:
+    """The serialized what-if of ``p``'s traced stock runs against all its runs (:class:`PooledSerialized`)."""
+    s = [serialized_steps(r, comm) for r in p.traced]
+    stock = [float(measured_steps(r)["measured_ns"].median()) for r in p.stock]
+    serial_steps = [measured_steps(r) for r in p.serial]
+    serial = [float((x["measured_ns"] - x["gap_ns"]).median()) for x in serial_steps]
+    gaps = median([float(x["gap_ns"].median()) for x in serial_steps])
+    saving = median([float((x["serialized_ns"] - x["measured_ns"]).median()) for x in s])
+    return PooledSerialized(median(stock), median([float(x["serialized_ns"].median()) for x in s]), median(serial),
+                            gaps, saving_ns=saving, real_interval_ns=saving_interval(stock, serial))
 
 
 @dataclass(frozen=True)
