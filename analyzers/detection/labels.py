@@ -44,7 +44,7 @@ def paired_labels(features: pl.DataFrame, baselines: pl.DataFrame, factor: float
         .fill_null(False)
         .alias("is_slowdown"),
         pl.lit(source).alias("label_source"),
-    )
+    ).with_columns(decided())
 
 
 def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:
@@ -63,7 +63,23 @@ def detector_labels(features: pl.DataFrame, detector: SlowdownDetector) -> pl.Da
         pl.when(has_reference).then(pl.col("duration_ns") / pl.col("estimate_ns")).alias("slowdown_ratio"),
         (pl.lit(pl.Series(is_case)) & beyond_ticks(pl.col("estimate_ns")).fill_null(False)).alias("is_slowdown"),
         pl.lit("detector").alias("label_source"),
-    )
+    ).with_columns(decided())
+
+
+UNDECIDED_KINDS = (kinds.CONTAMINATED, kinds.NONE)
+
+
+def undecided() -> pl.Expr:
+    """A kernel that overlapped communication, is not a case and was judged on no reference or on a
+    contaminated one (every instance of it ran beside communication): nobody knows whether it was slowed."""
+    return ((pl.col("comm_overlap_ns") > 0) & ~pl.col("is_slowdown").fill_null(False)
+            & pl.col("reference_kind").is_in(UNDECIDED_KINDS))
+
+
+def decided() -> pl.Expr:
+    """``is_slowdown`` with the undecided kernels' (:func:`undecided`) null: undecided is a label, neither a case
+    nor known not to be one (a dataset that counted them as not slowed would be wrong)."""
+    return pl.when(undecided()).then(None).otherwise(pl.col("is_slowdown")).alias("is_slowdown")
 
 
 def with_scores(features: pl.DataFrame, detector: SlowdownDetector) -> pl.DataFrame:

@@ -48,7 +48,33 @@ def test_corpus_dataset_labels_equal_detect(invoke, tmp_path: Path) -> None:
     assert {(s["model"], s["cases"]) for s in summary} == {
         (t, int(rows[k]["is_slowdown"].sum())) for t in PAIRS for k in rows if k.startswith(t + "-")}
     table = invoke("dataset", "summary", root).stdout
-    assert "gpt2_ddp2_cap2" in table and "p50" in table  # the ratio distribution of the cases
+    assert "gpt2_ddp2_cap2" in table and "median/p90/max" in table  # the ratio distribution of the cases
+
+
+def test_undecided_rows_are_kept_as_null_and_read_back(invoke, tmp_path: Path) -> None:
+    """The detector on the embedded run: a kernel that overlapped communication and was judged on a contaminated
+    reference, or none, and is not a case, is undecided: null in the dataset, in `detect --out` and the API, and
+    counted apart by the summaries."""
+    root, out = tmp_path / "ds", tmp_path / "rows.parquet"
+    added = invoke("dataset", "add", root, DDP_TRACE)  # no isolated run: the detector's labels
+    assert added.exit_code == 0, added.stderr
+    (rows,) = entry_rows(root).values()
+    undecided = rows.filter(pl.col("is_slowdown").is_null())
+    assert undecided.height > 100 and (undecided["comm_overlap_ns"] > 0).all()
+    assert set(undecided["reference_kind"].unique()) <= {"contaminated", "none"}
+    assert f"kept {undecided.height:,} undecided rows (is_slowdown null" in added.stdout
+    # nothing else is null: a kernel that overlapped nothing, or had a clean reference, is decided
+    assert rows.filter(pl.col("comm_overlap_ns") == 0)["is_slowdown"].null_count() == 0
+    assert rows.filter(pl.col("reference_kind") == "clean")["is_slowdown"].null_count() == 0
+    api = detect(DDP_TRACE, out=out)
+    assert api.kernels["is_slowdown"].null_count() == undecided.height == api.undecided()
+    assert pl.read_parquet(out)["is_slowdown"].null_count() == undecided.height
+    totals = api.to_dict()["totals"]
+    overlapped = int((rows["comm_overlap_ns"] > 0).sum())
+    assert totals["decided_share"] == round(1 - undecided.height / overlapped, 4) and totals["undecided"] > 0
+    summary = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
+    assert [(s["cases"], s["undecided"]) for s in summary] == [(int(rows["is_slowdown"].sum()), undecided.height)]
+    assert summary[0]["case_pct"] == round(100 * rows["is_slowdown"].drop_nulls().mean(), 2)
 
 
 SOURCES = [DDP_TRACE, RUNS / "gpt2-torch", RUNS / "seqpar-nsys"]

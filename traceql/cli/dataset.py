@@ -39,6 +39,10 @@ def _finish(outcomes: list[Any]) -> None:
     console.print(done)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("added", "skipped", "collected", "failed")}
     console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to do")
+    undecided = sum(o.undecided for o in outcomes if o.status == "added")
+    if undecided:
+        console.print(f"kept {undecided:,} undecided rows (is_slowdown null: they overlapped communication with no "
+                      "reference, or a contaminated one, to judge them)")
     for o in failed:  # whole, on one line each: an error message is not to be folded into a cell
         told(o.message if o.message.startswith(o.name) else f"{o.name}: {o.message}")
     if failed:
@@ -48,14 +52,16 @@ def _finish(outcomes: list[Any]) -> None:
 def print_summary(df: Any) -> None:
     """The human form of ``dataset summary``."""
     out = table("Slowdown cases per model and configuration", ("model / config", "entries", "rows", "cases",
-                                                                "case %", "lost ms", "p50", "p90", "max"),
+                                                                "undec.", "case %", "lost ms", "ratio"),
                 wrap={"model / config"})
     for r in df.iter_rows(named=True):
-        ratios = (f"{r[c]:.2f}x" if r[c] is not None else "-" for c in ("ratio_median", "ratio_p90", "ratio_max"))
+        ratios = [f"{r[c]:.2f}" if r[c] is not None else "-" for c in ("ratio_median", "ratio_p90", "ratio_max")]
+        pct = "-" if r["case_pct"] is None else f"{r['case_pct']:.2f}"
         out.add_row(escape(f"{r['model']} {r['config']}"), f"{r['entries']:,}", f"{r['rows']:,}", f"{r['cases']:,}",
-                    f"{r['case_pct']:.2f}", f"{r['time_lost_ms']:,.3f}", *ratios)
+                    f"{r['undecided']:,}", pct, f"{r['time_lost_ms']:,.3f}", "/".join(ratios) + "x")
     console.print(out)
-    console.print("p50, p90, max: the slowdown ratio of the cases")
+    console.print("undec.: undecided rows (is_slowdown null); case %: the cases' share of the decided rows; ratio: "
+                  "the slowdown ratio of the cases, median/p90/max")
 
 
 @app.command("add", epilog="Example:\n\n  traceql dataset add slowdowns/ runs/my-run --baseline runs/my-single")

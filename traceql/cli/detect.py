@@ -83,6 +83,9 @@ def print_detect(result: Any) -> None:
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
                   f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")
+    if totals["undecided"]:
+        console.print(f"{totals['undecided']:,} undecided (overlapped, with no reference or a contaminated one: "
+                      f"is_slowdown null in --out); {totals['decided_share']:.1%} of the overlapped kernels decided")
     critical = result.critical_path()
     if critical["critical_path_ns"] is not None:
         steps = int(result.critical["steps"].sum())

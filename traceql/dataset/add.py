@@ -149,11 +149,13 @@ def label_one(source: Source, shared: Shared) -> Labelled:
     totals = result.to_dict()["totals"]
     info = {**info, "inputs": [str(f) for f in files], "baseline": str(baseline_path) if baseline_path else None,
             "baseline_match_rate": round(rate, 4) if baseline_path else None, "label_mode": result.mode,
-            "cases": totals["cases"], "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
+            "cases": totals["cases"], "undecided": totals["undecided"], "decided_share": totals["decided_share"],
+            "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
             "versions": _versions()}
     how = f" vs {baseline_path.name} ({rate:.0%} match)" if baseline_path else ""
     return Labelled(entry, name, cfg, rows, info, Outcome(entry, "added", rows.height, totals["cases"],
-                                                          totals["time_lost_ns"], f"labels: {result.mode}{how}"))
+                                                          totals["time_lost_ns"], f"labels: {result.mode}{how}",
+                                                          totals["undecided"]))
 
 
 def record(ds: Dataset, labelled: Labelled, shared: Shared) -> Outcome:

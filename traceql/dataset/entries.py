@@ -19,6 +19,7 @@ class Outcome:
     cases: int = 0
     time_lost_ns: int = 0
     message: str = ""
+    undecided: int = 0  # rows kept with is_slowdown null (``analyzers.detection.labels.undecided``)
 
 
 def content_id(paths: list[Path], extra: str = "") -> str:

@@ -10,8 +10,9 @@ from traceql.dataset.store import Dataset
 
 
 def summary(root: str | Path) -> pl.DataFrame:
-    """Per model and configuration: entries, kernel rows, cases, time lost, slowdown ratio distribution. The
-    rows of isolated steps (``baseline_kind`` reference) are a reference, not training: not counted."""
+    """Per model and configuration: entries, kernel rows, cases, undecided rows (``is_slowdown`` null), the cases'
+    share of the decided rows (``case_pct``), time lost, slowdown ratio distribution. The rows of isolated steps
+    (``baseline_kind`` reference) are a reference, not training: not counted."""
     ds = Dataset(root)
     rows = ds.scan()
     if "baseline_kind" in rows.collect_schema().names():
@@ -22,6 +23,7 @@ def summary(root: str | Path) -> pl.DataFrame:
         rows.group_by("model", "config")
         .agg(pl.col("entry_id").n_unique().alias("entries"), pl.len().alias("rows"),
              case.sum().cast(pl.Int64).alias("cases"),
+             case.null_count().cast(pl.Int64).alias("undecided"),
              (case.mean() * 100).round(2).alias("case_pct"),
              ((pl.col("duration_ns") - pl.col("baseline_ns")).filter(case).sum() / 1e6).round(3)
              .alias("time_lost_ms"),

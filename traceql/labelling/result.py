@@ -51,8 +51,19 @@ def _kinds(kernels: pl.DataFrame) -> tuple[dict[str, int], dict[str, dict[str, i
         return {}, {}
     baseline = dict(kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
     counts = kernels.group_by("reference_kind").agg(
-        pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases")).sort("reference_kind")
-    return baseline, {kind: {"kernels": int(n), "cases": int(c)} for kind, n, c in counts.iter_rows()}
+        pl.len().alias("kernels"), pl.col("is_slowdown").sum().alias("cases"),
+        pl.col("is_slowdown").null_count().alias("undecided"),
+        (pl.col("comm_overlap_ns") > 0).sum().alias("overlapped")).sort("reference_kind")
+    return baseline, {kind: {"kernels": int(n), "cases": int(c), "undecided": int(u), "overlapped": int(o)}
+                      for kind, n, c, u, o in counts.iter_rows()}
+
+
+def decided_share(reference: dict[str, dict[str, int]]) -> float | None:
+    """Of the kernels that overlapped communication, the share given a label (a case or not: not undecided);
+    None where none overlapped."""
+    overlapped = sum(k.get("overlapped", 0) for k in reference.values())
+    undecided = sum(k.get("undecided", 0) for k in reference.values())
+    return round(1 - undecided / overlapped, 4) if overlapped else None
 
 
 @dataclass
@@ -96,7 +107,7 @@ class DetectResult:
 
     def reference_kinds(self) -> dict[str, dict[str, int]]:
         """Per reference kind (twin, clean, borrowed, corrected, contaminated, none): the compute kernels judged
-        on it and the cases among them."""
+        on it, the cases and the undecided among them, and those that overlapped communication."""
         return _kinds(self.rows)[1] if isinstance(self.rows, pl.DataFrame) else self.rows.reference_kinds
 
     def cases(self) -> int:
@@ -104,6 +115,10 @@ class DetectResult:
         if isinstance(self.rows, StoredRows):
             return self.rows.cases
         return int(self.rows["is_slowdown"].sum()) if self.rows.height else 0
+
+    def undecided(self) -> int:
+        """How many compute kernels are undecided (``is_slowdown`` null: ``analyzers.detection.labels``)."""
+        return sum(k.get("undecided", 0) for k in self.reference_kinds().values())
 
     def time_lost_ns(self) -> int:
         """The GPU time the cases added, over all ranks."""
@@ -132,6 +147,8 @@ class DetectResult:
             "totals": {
                 "compute_kernels": self.compute_kernels(),
                 "cases": self.cases(),
+                "undecided": self.undecided(),
+                "decided_share": decided_share(self.reference_kinds()),
                 "time_lost_ns": self.time_lost_ns(),
                 **self.critical_path(),
             },
@@ -215,9 +232,9 @@ def summed_kinds(parts: list[tuple[dict[str, int], dict[str, dict[str, int]]]],
         for k, n in b.items():
             baseline[k] = baseline.get(k, 0) + n
         for k, c in ref.items():
-            mine = reference.setdefault(k, {"kernels": 0, "cases": 0})
-            mine["kernels"] += c["kernels"]
-            mine["cases"] += c["cases"]
+            mine = reference.setdefault(k, {"kernels": 0, "cases": 0, "undecided": 0, "overlapped": 0})
+            for what, n in c.items():
+                mine[what] = mine.get(what, 0) + n
     return dict(sorted(baseline.items())), dict(sorted(reference.items()))
 
 
