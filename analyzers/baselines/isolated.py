@@ -17,12 +17,38 @@ def match_rate(kernels: pl.DataFrame, baseline: pl.DataFrame) -> float:
 
 
 
+GRADIENT = ("AllReduce", "ReduceScatter")  # the collectives that reduce gradients (and tensor parallelism's)
+
+
+def _isolated_comm(kernels: pl.DataFrame) -> pl.DataFrame:
+    return kernels.filter((pl.col("step_kind") == "isolated") & (pl.col("kind") == "comm")).with_columns(
+        pl.col("collective").cast(pl.String).fill_null("").str.contains(f"^({'|'.join(GRADIENT)})")
+        .alias("_gradient"))
+
+
 def communicating(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The isolated steps (``run_id, rank, step``, with ``comm``: how many communication kernels they launched)
-    that ran with communication: no reference, since contention may have slowed them too (FSDP and tensor
-    parallelism cannot run a step without it)."""
-    return (kernels.filter((pl.col("step_kind") == "isolated") & (pl.col("kind") == "comm"))
+    """The isolated steps (``run_id, rank, step``, with ``comm``: how many reducing collectives they launched)
+    that reduced gradients (or activations: tensor parallelism's all-reduces): no reference, since that
+    communication runs beside the computation it is compared with (FSDP and tensor parallelism cannot run a
+    step without it). A broadcast of DDP's buffers before the forward is not: it reduces nothing and overlaps
+    little (:func:`clean_reference` leaves out what it overlapped)."""
+    return (_isolated_comm(kernels).filter(pl.col("_gradient"))
             .group_by(STEP_KEY).agg(pl.len().alias("comm")).sort(STEP_KEY))
+
+
+def other_comm(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per run, the communication kernels of its isolated steps that reduce nothing (``comm``: how many,
+    ``collectives``: which, e.g. ``Broadcast``), where the steps stay a reference."""
+    return (_isolated_comm(kernels).filter(~pl.col("_gradient"))
+            .group_by("run_id", maintain_order=True)
+            .agg(pl.len().alias("comm"), pl.col("collective").cast(pl.String).str.split("/").list.first()
+                 .unique(maintain_order=True).alias("collectives")))
+
+
+def clean_reference() -> pl.Expr:
+    """Of the isolated steps' kernels, those that are a reference: none that overlapped communication (a buffer
+    broadcast that ran beside them), each left out on its own."""
+    return (pl.col("step_kind") == "isolated").fill_null(False) & (pl.col("comm_overlap_ns").fill_null(0) == 0)
 
 
 def outside_steps(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

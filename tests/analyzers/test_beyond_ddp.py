@@ -1,7 +1,7 @@
 """Runs that are not DDP (2 x H200, shipped): GPT-2 blocks under FSDP2 and tensor-parallel transformer blocks,
 each with its single-GPU isolated run of the same shapes as the truth.
 
-- Their in-run isolated steps ran with communication (FSDP2 gathers its shards, tensor parallelism all-reduces
+- Their in-run isolated steps reduced gradients or activations (FSDP2 reduce-scatters, tensor parallelism all-reduces
   every block), so they are no reference: the labels fall back to the detector, and a note says why.
 - FSDP2: the detector against the twins, over the kernels that have a twin (FSDP's copies have none).
 - Tensor parallelism: every all-reduce blocks the compute after it, so nothing overlaps and nothing is a case,
@@ -20,7 +20,7 @@ from traceql.labelling.inputs import read_timeline
 
 FSDP2, FSDP2_SINGLE = RUNS / "gpt2-fsdp2-nsys", RUNS / "gpt2-fsdp2-single-nsys"
 TP, TP_SINGLE = RUNS / "block-tp-nsys", RUNS / "block-tp-single-nsys"
-NOT_A_REFERENCE = "its isolated steps ran with communication"
+NOT_A_REFERENCE = "its isolated steps reduced gradients"
 
 
 @pytest.mark.parametrize("run", [FSDP2, RUNS / "gpt2-fsdp2-straggler-nsys", TP, RUNS / "block-tp-straggler-nsys"],
@@ -70,3 +70,58 @@ def test_tensor_parallel_blocks_overlap_nothing_and_have_no_case() -> None:
     assert compute.height > 1000 and (compute["reference_kind"] == TWIN).all()  # every kernel has its twin
     assert truth["comm_overlap_ns"].sum() == 0
     assert not truth["is_slowdown"].any() and not detect(TP).kernels["is_slowdown"].any()
+
+
+def _with_isolated_broadcasts(run, dest):
+    """A copy of ``run`` whose isolated steps each open with the buffer broadcast its normal steps ran (DDP's
+    default ``broadcast_buffers=True``, which the collector turns off there): the rank's first Broadcast kernel,
+    moved to the first kernel start of each isolated step, on its own stream."""
+    import shutil
+    import sqlite3
+
+    shutil.copytree(run, dest)
+    for export in sorted((dest / "traces").glob("*.sqlite")):
+        with sqlite3.connect(export) as db:
+            cols = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+            (row,) = db.execute("SELECT k.* FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                                "WHERE s.value LIKE 'ncclDevKernel_Broadcast%' ORDER BY k.start LIMIT 1").fetchall()
+            row = dict(zip(cols, row, strict=True))
+            rt_cols = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")]
+            (call,) = db.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = ?",
+                                 (row["correlationId"],)).fetchall()
+            call = dict(zip(rt_cols, call, strict=True))
+            (corr,) = db.execute("SELECT MAX(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+            steps = db.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE 'step_%_nosync'").fetchall()
+            for k, (a, b) in enumerate(steps, 1):
+                (first,) = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start BETWEEN ? AND ?",
+                                      (a, b)).fetchone()
+                moved = {**row, "start": first, "end": first + row["end"] - row["start"], "correlationId": corr + k}
+                launch = {**call, "start": a + 1, "end": a + 1 + call["end"] - call["start"], "correlationId": corr + k}
+                for table, names, values in (("KERNEL", cols, moved), ("RUNTIME", rt_cols, launch)):
+                    db.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_{table} ({', '.join(names)}) VALUES "
+                               f"({', '.join('?' * len(names))})", [values[c] for c in names])
+    return dest
+
+
+def test_a_buffer_broadcast_in_the_isolated_steps_leaves_them_the_reference(tmp_path) -> None:
+    """DDP's buffer broadcast before each forward reduces nothing: the isolated steps stay the in-run reference,
+    less the kernels it overlapped, and the labels are those of the run without it."""
+    run = RUNS / "resnet50-inrun-nsys"  # BatchNorm: its normal steps broadcast the buffers
+    plain = detect(run)
+    moved = _with_isolated_broadcasts(run, tmp_path / run.name)
+    timeline = read_timeline(moved)
+    isolated = timeline.kernels.filter(pl.col("step_kind") == "isolated")
+    assert isolated.filter(pl.col("kind") == "comm")["collective"].str.starts_with("Broadcast").all()
+    assert isolated.filter(pl.col("kind") == "comm").height == 2 * 3  # 3 isolated steps a rank
+    assert not any(NOT_A_REFERENCE in n for n in timeline.notes)
+    assert any("isolated steps ran 6 Broadcast kernels (DDP broadcasts its buffers" in n for n in timeline.notes)
+    result = detect(moved)
+    assert result.mode == plain.mode == "inrun"
+    keys = ["rank", "stream", "start_ns"]
+    both = plain.kernels.select(*keys, "is_slowdown").join(
+        result.kernels.select(*keys, pl.col("is_slowdown").alias("now"), "step_kind", "comm_overlap_ns"), on=keys)
+    normal = both.filter(pl.col("step_kind") == "sync")
+    assert normal.height > 1000 and (normal["is_slowdown"].eq_missing(normal["now"])).mean() > 0.995
+    # what the broadcast overlapped in the isolated steps is no one's twin
+    beside = both.filter(pl.col("step_kind") == "isolated", pl.col("comm_overlap_ns") > 0)
+    assert beside.height > 0

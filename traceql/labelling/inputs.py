@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceql.analyzers.baselines.isolated import communicating, outside_steps
+from traceql.analyzers.baselines.isolated import communicating, other_comm, outside_steps
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.analyzers.steps import STEP_KEY
 from traceql.errors import InputError
@@ -91,13 +91,19 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
 
 
 def _isolated_checked(timeline: Timeline) -> Timeline:
-    """``timeline`` with its isolated steps that ran with communication left out of the steps (no reference),
-    and a note per run that says so."""
+    """``timeline`` with its isolated steps that reduced gradients left out of the steps (no reference), and a
+    note per run that says so; a note too where they ran other communication (DDP's buffer broadcast), which
+    leaves them a reference but for the kernels it overlapped."""
     bad = communicating(timeline.kernels)
+    for run_id, n, names in other_comm(timeline.kernels).iter_rows():
+        if run_id not in bad["run_id"]:
+            timeline.notes.append(f"note: {run_id}: its isolated steps ran {n:,} {', '.join(names)} kernels (DDP "
+                                  "broadcasts its buffers before each forward), no gradient communication: still "
+                                  "the reference, less the kernels that ran beside them")
     if bad.is_empty():
         return timeline
     for run_id in bad["run_id"].unique(maintain_order=True):  # the same words from every shard of a run
-        timeline.notes.append(f"note: {run_id}: its isolated steps ran with communication (FSDP and tensor "
+        timeline.notes.append(f"note: {run_id}: its isolated steps reduced gradients (FSDP and tensor "
                               "parallelism cannot turn it off): not a reference, so left out of the steps (a "
                               "single-GPU twin given as --baseline is one)")
     on = bad.select(STEP_KEY).with_columns(pl.lit("isolated").alias("step_kind"))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from traceql.analyzers.baselines import kinds
-from traceql.analyzers.baselines.isolated import match_rate
+from traceql.analyzers.baselines.isolated import clean_reference, match_rate
 from traceql.analyzers.baselines.physical import clock_ticks
 from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
 from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
@@ -155,7 +155,7 @@ def _inrun(scored: pl.DataFrame, threshold: float, reference: pl.DataFrame | Non
     """Each normal step's kernels against their twins in the same rank's isolated steps (``reference``: those
     kernels, where ``scored`` is a window of a rank's steps that may hold none of them)."""
     isolated, slim = _isolated(scored), scored.select(TWIN_INPUTS)
-    mine = slim.filter(isolated) if reference is None else reference
+    mine = slim.filter(scored.select(clean_reference()).to_series()) if reference is None else reference
     twins = reference_baselines(slim.filter(~isolated), mine, by=["run_id", "rank"])
     return paired_labels(scored, pl.concat([twins, _own(slim.filter(isolated))]), threshold,
                          source=LabelSource.INRUN.mode)

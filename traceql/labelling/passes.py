@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.baselines.isolated import clean_reference
 from traceql.analyzers.baselines.physical import ORDER, tick_samples
 from traceql.analyzers.baselines.replicas import step_bags
 from traceql.analyzers.baselines.sequences import PLACES, Canonical, Sequences, gathered, sequence_places
@@ -150,7 +151,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
     out.bags = step_bags(inputs)
     if shard.windowed and out.isolated:
-        overlap.filter(isolated).select(TWIN_INPUTS[1:]).write_ipc(settings.path(i, "reference.arrow"))
+        overlap.filter(clean_reference()).select(TWIN_INPUTS[1:]).write_ipc(settings.path(i, "reference.arrow"))
         out.reference = True
     out.sequences, places = sequence_places(inputs)
     out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
