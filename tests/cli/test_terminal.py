@@ -71,8 +71,9 @@ def test_dataset_summary_shows_every_figure_whole(invoke, tmp_path: Path, width:
     table = invoke("dataset", "summary", root).stdout
     fits(table, width)
     for r in json.loads(invoke("dataset", "summary", root, "--format", "json").stdout):
-        for figure in (f"{r['rows']:,}", f"{r['cases']:,}", f"{r['case_pct']:.2f}", f"{r['time_lost_ms']:,.3f}",
-                       f"{r['ratio_median']:.2f}x", f"{r['ratio_max']:.2f}x"):
+        ratios = f"{r['ratio_median']:.2f}/{r['ratio_p90']:.2f}/{r['ratio_max']:.2f}x"
+        for figure in (f"{r['rows']:,}", f"{r['cases']:,}", f"{r['undecided']:,}", f"{r['case_pct']:.2f}",
+                       f"{r['time_lost_ms']:,.3f}", ratios):
             assert figure in table, figure
 
 
