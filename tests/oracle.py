@@ -105,11 +105,12 @@ def nsys_steps(path: Path, table: str = "CUPTI_ACTIVITY_KIND_KERNEL") -> dict[tu
     return out
 
 
-def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, int], tuple[float | None, bool]]:
+def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, int], tuple[float | None, bool | None]]:
     """``(device, start) → (twin baseline, is case)`` for every compute kernel of ``trace``, by the twin
     definition, against the isolated run ``iso`` (both nsys, so demangled names compare as they are). Where
     communication overlapped a kernel, its baseline is at least its duration minus that overlap (a kernel loses
-    at most what overlapped), and a case's excess is over two ticks of nsys' nanosecond clock."""
+    at most what overlapped), and a case's excess is over two ticks of nsys' nanosecond clock. A kernel with no
+    twin is not a case, and undecided (None) where communication overlapped it."""
     def stepped(path: Path) -> tuple[list[dict], dict[tuple, list[dict]]]:
         kernels = read_kernels(path, keyed=True)
         steps = nsys_steps(path)
@@ -132,7 +133,8 @@ def twin_labels(trace: Path, iso: Path, factor: float = 1.2) -> dict[tuple[int, 
     kernels, steps = stepped(trace)
     overlap = dict(zip(((k["device"], k["start"]) for k in kernels if not k["comm"]),
                        overlaps(kernels, [k for k in kernels if not k["comm"]]), strict=True))
-    out = {(k["device"], k["start"]): (None, False) for k in kernels if not k["comm"]}
+    out = {(k["device"], k["start"]): (None, None if overlap[(k["device"], k["start"])] > 0 else False)
+           for k in kernels if not k["comm"]}
     for ks in steps.values():
         for i, j in _aligned(tuple(k["key"] for k in ks), canonical):
             k = ks[i]
