@@ -149,21 +149,12 @@ class Configuration:
 
 
 @dataclass
-class Pooled:
-    """(GPU kind, model, GPUs, bucket cap) over every host of that kind: the stock runs with traces (what the
-    what-if is asked about), and every stock and serialized run, light repeats included (what was measured)."""
+class Pooled(Configuration):
+    """A :class:`Configuration` over every host of its GPU kind (``gpu``: the kind, ``h100``): every stock and
+    serialized run, light repeats included (what was measured), and ``traced``, the stock runs with traces
+    (what the what-if is asked about)."""
 
-    kind: str
-    model: str
-    world: int
-    cap: int
     traced: list[MatrixRun] = field(default_factory=list)
-    stock: list[MatrixRun] = field(default_factory=list)
-    serial: list[MatrixRun] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind} {self.model} {self.world}g cap{self.cap}"
 
 
 @dataclass

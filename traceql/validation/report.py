@@ -73,7 +73,7 @@ def _serial_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[
         progress(f"serialized, hosts pooled: {p.name}")
         comm = fit([x for c in configs if family(c.model) != family(p.model) for x in pairs[c.name]])
         s = whatifs.pooled(p, comm)
-        pooled.append({"config": p.name, "gpu": p.kind, "model": p.model, "world": p.world, "cap": p.cap,
+        pooled.append({"config": p.name, "gpu": p.gpu, "model": p.model, "world": p.world, "cap": p.cap,
                        "wait_us": comm.wait_ns / 1e3, "share": comm.share,
                        "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
                        "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
