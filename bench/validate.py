@@ -4,8 +4,9 @@
 
 Prints the validation page; with ``--write`` also writes it to ``docs/validation.md``, the figures behind it
 to ``datasets/groundtruth/validation.json`` (a test keeps the page equal to what they render, and spot-checks
-the figures against the runs), the what-if's measured error to ``traceql/labelling/measured.json`` and each
-command page's "Measured on the ground-truth matrix" sentence.
+the figures against the runs), the what-if's measured error to ``traceql/labelling/measured.json``, the
+estimates' learned factors to ``analyzers/baselines/factors.json`` and each command page's "Measured on the
+ground-truth matrix" sentence.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
+
+from traceql.analyzers.baselines.learned import FACTORS, SCHEMA, write
 from traceql.labelling.measured import summarise
 from traceql.validation import load_matrix
 from traceql.validation.page import render, verdict_errors
@@ -39,6 +43,9 @@ def main() -> int:
         (ROOT / "docs" / "validation.md").write_text(page + "\n")
         (matrix.root / "validation.json").write_text(json.dumps(res, indent=1) + "\n")
         (ROOT / "traceql" / "labelling" / "measured.json").write_text(json.dumps(summarise(res), indent=1) + "\n")
+        note = f"{res['runs']} runs of the ground-truth matrix ({', '.join(g.upper() for g in res['gpus'])})"
+        FACTORS.write_text(write(pl.DataFrame(res["factors"]["all"], schema=SCHEMA, orient="row"), note,
+                                 [g.upper() for g in res["gpus"]]))
         for page, sentence in verdict_errors(res).items():
             path = ROOT / "docs" / page
             lines = path.read_text().splitlines()

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from tests.paths import ROOT
+from traceql.analyzers.baselines.learned import SCHEMA
 from traceql.errors import InputError
 from traceql.validation import load_matrix, scoring, whatifs
 from traceql.validation.page import render
@@ -145,9 +146,13 @@ def test_the_figures_are_those_of_the_runs() -> None:
     assert math.isclose(row["predicted_ms"], d.predicted_ns / 1e6) and d.named
     run = MATRIX.run("resnet50-2g-cap2-stock", "h100-b")
     row = next(r for r in FIGURES["labels"] if r["run"] == run.label)
-    assert (row["band"], row["contamination"]) in SETTINGS
+    assert (row["band"], row["contamination"], row["margin"]) in SETTINGS
     truth = pl.read_parquet(MATRIX.labels_path(run))
-    got = scoring.score(scoring.detector_labels(run, row["band"], row["contamination"]), truth)
+    lomo = pl.DataFrame(FIGURES["factors"][family(run.model)], schema=SCHEMA, orient="row")
+    assert lomo.height == row["factors"] and int(lomo["models"].max()) <= 4  # learned without ResNet-50's runs
+    assert [list(r) for r in lomo.rows()] != FIGURES["factors"]["all"]
+    labels = scoring.detector_labels(run, row["band"], row["contamination"], row["margin"], factors=lomo)
+    got = scoring.score(labels, truth)
     assert math.isclose(row["f1"], got.f1) and math.isclose(row["recall"], got.recall)
     assert math.isclose(row["inrun_f1"], scoring.score(scoring.inrun_labels(run), truth).f1)
 

@@ -2,7 +2,8 @@
 
 A scikit-learn estimator over ``traceql.analyzers.detection.features.COLUMNS``. A kernel with a within-trace
 reference that communication overlapped is a slowdown case (``predict`` → -1) when it ran longer than
-``threshold`` × its estimate by more than the estimate's own error (``margin``, 1 %); or, where the reference
+``threshold`` × its estimate (by more than ``margin`` of it, 0 by default: on the ground-truth matrix the clean
+estimates are unbiased, and any margin costs F1 leave-one-model-out); or, where the reference
 is not clean (borrowed, corrected, contaminated: ``clean_reference`` 0), longer than ``band`` × it and its
 timing among the ``contamination`` most abnormal of the overlapped kernels, by an IsolationForest fitted on
 them (``fit``). The forest decides that band, where an uncertain estimate and a real slowdown meet.
@@ -55,12 +56,13 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self,
         threshold: float = 1.2,
         band: float = 1.1,
-        margin: float = 0.01,
+        margin: float = 0.0,
         contamination: float = 0.05,
         n_estimators: int = 200,
         max_samples: int | str = "auto",
         random_state: int | None = 0,
         n_jobs: int | None = None,
+        estimate_factors: Any = None,
     ) -> None:
         self.threshold = threshold
         self.band = band
@@ -70,6 +72,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         self.max_samples = max_samples
         self.random_state = random_state
         self.n_jobs = n_jobs  # threads scoring at once (None: $OMP_NUM_THREADS, else one a core); the same scores
+        self.estimate_factors = estimate_factors  # the estimates' learned factors (baselines.learned; None: shipped)
 
     @classmethod
     def at(cls, threshold: float) -> SlowdownDetector:

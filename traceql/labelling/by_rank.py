@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.baselines.learned import chosen
 from traceql.analyzers.baselines.physical import ticks
 from traceql.analyzers.baselines.replicas import groups
 from traceql.analyzers.baselines.sequences import alignments, canonical_steps
@@ -192,13 +193,14 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     run = replace(run, offsets=passes.run(place, run))
     stats, keys = zip(*passes.run(statistics, run), strict=True)
     discard(settings.path(i, f"{name}.arrow") for i in range(len(shards)) for name in GROUPS)
-    run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None)
-    counts = passes.run(features, run)
-    discard(settings.path(i, "placed.arrow") for i in range(len(shards)))
     if detector is None:
         from traceql.analyzers.detection.detector import SlowdownDetector
 
         detector = SlowdownDetector.at(settings.threshold)
+    run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None,
+                  factors=chosen(getattr(detector, "estimate_factors", None), [g for r in firsts for g in r.gpus]))
+    counts = passes.run(features, run)
+    discard(settings.path(i, "placed.arrow") for i in range(len(shards)))
 
     def every_row() -> np.ndarray:  # too few judged rows: fitted on all, as the whole run would be
         return detector_matrix([ordered_rows(i, run, pl.read_ipc(settings.path(i, "features.arrow")))

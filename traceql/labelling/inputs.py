@@ -39,6 +39,7 @@ class Timeline:
     context: pl.DataFrame | None = None
     breakdown: pl.DataFrame | None = None
     waits: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.RELATIONS["waits"]))  # recorded
+    gpus: list[str | None] = field(default_factory=list)  # the name of each GPU its kernels ran on (None: unnamed)
 
     def signatures(self) -> pl.Series:
         return self.kernels.filter(pl.col("kind") == "compute")["signature"]
@@ -86,7 +87,7 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
         timeline = Timeline(trace.paths[0], with_keys(trace.relation("kernels", compact=True)), trace.memcpy,
                             trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(),
                             list(trace.notes), trace.relation("steps"), trace.context, breakdown,
-                            trace.relation("waits"))
+                            trace.relation("waits"), trace.relation("gpus")["name"].to_list())
     return _isolated_checked(timeline)
 
 

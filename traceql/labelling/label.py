@@ -15,6 +15,7 @@ import polars as pl
 
 from traceql.analyzers.baselines import kinds
 from traceql.analyzers.baselines.isolated import clean_reference, match_rate
+from traceql.analyzers.baselines.learned import chosen
 from traceql.analyzers.baselines.physical import clock_ticks
 from traceql.analyzers.baselines.twins import INPUTS as TWIN_INPUTS
 from traceql.analyzers.baselines.twins import REFERENCE, no_baseline, reference_baselines
@@ -90,11 +91,12 @@ def scored(overlap: pl.DataFrame, features: pl.DataFrame, model: SlowdownDetecto
     return overlap.with_columns(added.drop("_row"))
 
 
-def _scored(kernels: pl.DataFrame, model: SlowdownDetector) -> pl.DataFrame:
+def _scored(kernels: pl.DataFrame, model: SlowdownDetector, gpus: list[str | None]) -> pl.DataFrame:
     """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
-    kernels outside isolated steps: those are a reference, hidden from it)."""
+    kernels outside isolated steps: those are a reference, hidden from it); the estimates' factors those of the
+    detector, else the shipped ones where the run's ``gpus`` are of the kind they were learned on."""
     overlap = prepared(kernels)
-    features = feature_table(feature_inputs(overlap))
+    features = feature_table(feature_inputs(overlap), chosen(getattr(model, "estimate_factors", None), gpus))
     if not features.is_empty():
         model.fit(features.select(COLUMNS).to_numpy())
     return scored(overlap, features, model)
@@ -199,7 +201,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: see import_detector
 
         detector = SlowdownDetector.at(threshold)
-    scored = _scored(kernels, detector)
+    scored = _scored(kernels, detector, timeline.gpus)
     rate = metrics_rate = None
     source = choose(has_baseline=baseline is not None, has_isolated_steps=timeline.has_isolated_steps(),
                     single_trace=single_trace)

@@ -87,6 +87,7 @@ class Read:
     matched: int = 0  # compute kernels whose signature the baseline has
     activities: int | None = None  # the GPU activities it stored for the replay (None: too many to)
     waits: pl.DataFrame | None = None  # its recorded stream waits
+    gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Run:
     offsets: list[dict[str, list[int]]] | None = None  # where each bucket starts in each shard's stored parts
     stats: pl.DataFrame | None = None
     keys: pl.DataFrame | None = None
+    factors: pl.DataFrame | None = None  # the estimates' learned factors (baselines.learned.chosen)
     reference: tuple[int, ...] | None = None  # the shards that stored isolated steps' kernels (windows: by rank)
     detector: Any = None
     source: LabelSource = LabelSource.DETECTOR
@@ -128,7 +130,8 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     i, shard = item
     tl = read_timeline(None, shard=shard)
     kernels = tl.kernels
-    out = Read(tl.ranks.select("run_id", "rank"), list(tl.notes), metrics=not tl.ranks.is_empty() and tl.has_metrics)
+    out = Read(tl.ranks.select("run_id", "rank"), list(tl.notes), metrics=not tl.ranks.is_empty() and tl.has_metrics,
+               gpus=tl.gpus)
     out.isolated = bool((kernels["step_kind"] == "isolated").any())
     out.comm = bool((kernels["kind"] == "comm").any())
     overlap = comm_overlap(kernels, tl.context)
@@ -204,7 +207,7 @@ def statistics(item: tuple[int, Any], run: Run) -> tuple[pl.DataFrame, pl.DataFr
 
 def _features(i: int, run: Run) -> pl.DataFrame:
     rows = pl.read_ipc(run.settings.path(i, "placed.arrow"))
-    return features_of(with_estimates(rows, run.stats, run.keys))
+    return features_of(with_estimates(rows, run.stats, run.keys), run.factors)
 
 
 def features(item: tuple[int, Shard], run: Run) -> int:

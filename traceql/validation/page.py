@@ -102,6 +102,42 @@ def _groups(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def _settings(res: dict[str, Any]) -> list[str]:
+    """Each setting of the detector's mean F1 over every stock run, best first; which one `detect` ships."""
+    if "settings" not in res:
+        return []
+    from traceql.analyzers.detection.detector import SlowdownDetector
+
+    d = SlowdownDetector()
+    ship = (d.band, d.contamination, d.margin)
+    rows = [(f"{s['band']}", f"{s['contamination']}" if s["band"] < 1.2 else "-", f"{s['margin']:g}", f"{s['f1']:.3f}",
+             "yes" if (s["band"], s["contamination"], s["margin"]) == ship
+             or (s["band"] == ship[0] == d.threshold and s["margin"] == ship[2]) else "")
+            for s in sorted(res["settings"], key=lambda s: -s["f1"])]
+    return ["## The detector's settings", "",
+            "Mean F1 over every stock run at each setting (each model's estimates corrected by the factors learned "
+            "without it). band: from this ratio up to the threshold the forest decides (at the threshold, 1.2, it "
+            "decides nothing and contamination does not matter); margin: a case's ratio must pass the threshold "
+            "by this share. shipped: `detect`'s default.", "",
+            *_table(("band", "contamination", "margin", "mean F1", "shipped"), rows, right=0), ""]
+
+
+def _factors(res: dict[str, Any]) -> list[str]:
+    """The estimates' factors `detect` ships (learned from every model), and how many each model was scored with."""
+    if "factors" not in res:
+        return []
+    rows = [(kind, "(every kernel)" if ident is None else ident if len(ident) <= 64 else ident[:61] + "...",
+             f"{factor:.3f}", str(models)) for kind, ident, factor, models in res["factors"]["all"]]
+    held = ", ".join(f"{m} {len(t)}" for m, t in res["factors"].items() if m != "all")
+    return ["## Learned estimate factors", "",
+            "A within-trace estimate of this kind of reference and kernel is divided by its factor: the median over "
+            "the models that ran it of each model's median estimate / twin "
+            "([detect](commands/detect.md#learned-factors)). What `detect` ships for H100 runs, learned from every "
+            "model; each "
+            f"model's labels above were made with those learned without it (factors: {held}).", "",
+            *_table(("reference", "kernel identity", "factor", "models"), rows, right=2), ""]
+
+
 def render(res: dict[str, Any]) -> str:
     """The validation page (markdown) for ``results``."""
     gpus = ", ".join(g.upper() for g in res["gpus"])
@@ -116,13 +152,15 @@ def render(res: dict[str, Any]) -> str:
            "Detector F1 (leave-one-model-out) and the serialized step's error.", "", *_groups(res)]
     lab = [(r["run"], str(r["truth"]), str(r["cases"]), f"{r['precision']:.3f}", f"{r['recall']:.3f}",
             f"{r['f1']:.3f}", f"{r['f1_far']:.3f}", f"{r['lost_ratio']:.2f}",
-            "-" if r["inrun_f1"] is None else f"{r['inrun_f1']:.3f}", f"{r['band']}/{r['contamination']}")
+            "-" if r["inrun_f1"] is None else f"{r['inrun_f1']:.3f}",
+            f"{r['band']}/{r['contamination']}/{r.get('margin', 0.01):g}")
            for r in res["labels"]]
     out += ["## Labels, per stock run", "",
             "truth: twin cases; cases: the detector's; far: F1 without the kernels within 3 % of the threshold; "
-            "lost: the time lost the detector claims over the twins' excess; settings: band/contamination chosen "
-            "on the other models.", "",
-            *_table(("run", "truth", "cases", "P", "R", "F1", "far", "lost", "in-run", "settings"), lab), ""]
+            "lost: the time lost the detector claims over the twins' excess; settings: band/contamination/margin "
+            "chosen on the other models, with the estimates' factors learned on them.", "",
+            *_table(("run", "truth", "cases", "P", "R", "F1", "far", "lost", "in-run", "settings"), lab), "",
+            *_settings(res), *_factors(res)]
     ser = [(r["config"], f"{r['stock_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}",
             f"{r.get('hook_ms', 0.0):.2f}", f"{r['error']:+.1%}", f"{r['saves_predicted_ms']:+.2f}",
             f"{r['saves_real_ms']:+.2f}") for r in res["serialized"]]

@@ -1,7 +1,8 @@
 """Every verdict scored on the ground-truth matrix (``results``; ``page`` shows them).
 
-Labels: the single-trace detector's band and contamination are chosen *leave-one-model-out*: for each model,
-the setting with the best mean F1 over the other models' stock runs, then scored on that model's runs alone.
+Labels: the single-trace detector's estimate factors, band, contamination and margin are chosen
+*leave-one-model-out*: for each model, the factors learned from the other models' stock runs and the setting
+with the best mean F1 over them, then scored on that model's runs alone.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any
 
 import polars as pl
 
+from traceql.analyzers.baselines.learned import learn
 from traceql.analyzers.replay.alone import fit
 from traceql.validation import caps, scoring, whatifs
 from traceql.validation.matrix import Matrix
 
-BANDS, CONTAMINATIONS = (1.1, 1.15, 1.2), (0.05, 0.1)
-SETTINGS = list(itertools.product(BANDS, CONTAMINATIONS))
+BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, 1.2), (0.05, 0.1), (0.0, 0.01)
+# band, contamination, margin; at band = threshold (1.2) the forest decides nothing: one contamination will do
+SETTINGS = [s for s in itertools.product(BANDS, CONTAMINATIONS, MARGINS) if s[0] < 1.2 or s[1] == CONTAMINATIONS[-1]]
 
 
 def family(model: str) -> str:
@@ -27,24 +30,39 @@ def family(model: str) -> str:
     return re.sub(r"b\d+$", "", model)
 
 
-def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict[str, Any]]:
-    rows, grid = [], {}
+def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, Any],
+                                                                          list[dict[str, Any]]]:
+    """Per stock run, the detector's labels against the twins', leave-one-model-out: the estimates' factors
+    (``baselines.learned``) learned from the other models' runs, and the band and contamination with the best
+    mean F1 over them; and the factors learned from every model (``all``: what ``detect`` ships) and without each
+    model (its name); and each setting's mean F1 over every run (with the factors learned without its model)."""
+    rows, grid, truths, learned = [], {}, {}, []
     stock = [run for cfg in matrix.configurations() if cfg.twin is not None for run in cfg.stock]  # no twin: unlabelled
     for i, run in enumerate(stock, 1):
+        progress(f"estimates {i}/{len(stock)}: {run.name}")
+        truths[run.label] = pl.read_parquet(matrix.labels_path(run))
+        learned.append(scoring.estimate_rows(run, truths[run.label], family(run.model)))
+    every = pl.concat(learned)
+    factors = {f: learn(every.filter(pl.col("model") != f)) for f in {family(r.model) for r in stock}}
+    for i, run in enumerate(stock, 1):
         progress(f"labels {i}/{len(stock)}: {run.name}")
-        truth = pl.read_parquet(matrix.labels_path(run))
+        truth = truths[run.label]
         for s in SETTINGS:
-            grid[(run.label, s)] = scoring.score(scoring.detector_labels(run, *s), truth)
+            labels = scoring.detector_labels(run, *s, factors=factors[family(run.model)])
+            grid[(run.label, s)] = scoring.score(labels, truth)
         inrun = scoring.inrun_labels(run)
         rows.append({"run": run.label, "gpu": run.gpu, "model": run.model, "world": run.world, "cap": run.cap,
-                     "inrun_f1": None if inrun is None else scoring.score(inrun, truth).f1})
+                     "inrun_f1": None if inrun is None else scoring.score(inrun, truth).f1,
+                     "factors": factors[family(run.model)].height})
     for row in rows:
         others = [r["run"] for r in rows if family(r["model"]) != family(row["model"])]
         best = max(SETTINGS, key=lambda s: (statistics.mean(grid[(n, s)].f1 for n in others), -s[0]))
         sc = grid[(row["run"], best)]
-        row.update(band=best[0], contamination=best[1], truth=sc.truth, cases=sc.cases, precision=sc.precision,
-                   recall=sc.recall, f1=sc.f1, f1_far=sc.f1_far, lost_ratio=sc.lost_ratio)
-    return rows
+        row.update(band=best[0], contamination=best[1], margin=best[2], truth=sc.truth, cases=sc.cases,
+                   precision=sc.precision, recall=sc.recall, f1=sc.f1, f1_far=sc.f1_far, lost_ratio=sc.lost_ratio)
+    grid_means = [{"band": s[0], "contamination": s[1], "margin": s[2],
+                   "f1": statistics.mean(grid[(r["run"], s)].f1 for r in rows)} for s in SETTINGS]
+    return rows, {"all": learn(every).rows(), **{f: t.rows() for f, t in sorted(factors.items())}}, grid_means
 
 
 def _serial_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], ...]:
@@ -101,8 +119,10 @@ def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None) ->
     """Every verdict on every run of ``matrix``: labels per stock run, serialized per configuration, the
     straggler and delay what-ifs per injected run."""
     serial, pooled, comm = _serial_rows(matrix, progress)
-    return {"comm_alone": comm, "runs": len(matrix.runs) + len(matrix.repeats), "repeats": len(matrix.repeats),
+    labels, factors, settings = _label_rows(matrix, progress)
+    return {"factors": factors, "settings": settings, "comm_alone": comm,
+            "runs": len(matrix.runs) + len(matrix.repeats), "repeats": len(matrix.repeats),
             "gpus": sorted({r.kind for r in matrix.runs}), "pooled": pooled,
             "hosts": sorted({r.gpu for r in matrix.runs + matrix.repeats}),
-            "configurations": len(matrix.configurations()), "labels": _label_rows(matrix, progress),
+            "configurations": len(matrix.configurations()), "labels": labels,
             "serialized": serial, "injected": _injected_rows(matrix, progress), "caps": caps.rows(matrix, progress)}

@@ -1,0 +1,108 @@
+"""The within-trace estimates' learned factors: how they are learned, that the shipped ones are the validation's,
+and that `detect` divides a real run's estimates by them (never below what the overlap allows)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import polars as pl
+
+from traceql.analyzers.baselines.learned import (
+    FACTORS,
+    MIN_MODELS,
+    SCALED,
+    chosen,
+    empty,
+    learn,
+    learned_on,
+    shipped,
+)
+from traceql.analyzers.detection.detector import SlowdownDetector
+from traceql.commands.detect import detect
+from traceql.model.names import identity
+from traceql.trace import read_trace
+from traceql.validation import load_matrix, scoring
+
+MATRIX = load_matrix()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(model: str, kind: str, ident: str, ratios: list[float]) -> list[dict]:
+    return [{"model": model, "reference_kind": kind, "identity": ident, "estimate_ns": 1000.0 * r, "twin_ns": 1000.0}
+            for r in ratios]
+
+
+def test_a_factor_is_the_median_of_each_model_s_median_where_models_agree_to_have_one() -> None:
+    rows = pl.DataFrame([*_rows("a", "borrowed", "k", [0.8, 0.9, 0.95]), *_rows("b", "borrowed", "k", [0.85]),
+                         *_rows("c", "borrowed", "k", [1.0, 1.1]), *_rows("a", "borrowed", "only-a", [0.5, 0.5]),
+                         *_rows("a", "clean", "x", [1.01]), *_rows("b", "clean", "y", [0.99, 1.03]),
+                         *_rows("a", "twin", "k", [2.0]), *_rows("b", "twin", "k", [2.0])])
+    got = {(k, i): (f, m) for k, i, f, m in learn(rows).iter_rows()}
+    per_model = [statistics.median([0.8, 0.9, 0.95]), 0.85, statistics.median([1.0, 1.1])]
+    assert got[("borrowed", "k")] == (statistics.median(per_model), 3)
+    assert ("borrowed", "only-a") not in got  # one model alone: no factor
+    assert got[("clean", None)] == (statistics.median([1.01, statistics.median([0.99, 1.03])]), 2)  # one for all
+    assert not any(k == "twin" for k, _ in got)  # a twin is the truth, not an estimate
+
+
+def test_the_shipped_factors_are_the_validation_s_learned_from_every_model() -> None:
+    figures = json.loads((MATRIX.root / "validation.json").read_text())["factors"]
+    shipped_rows = json.loads(FACTORS.read_text())["factors"]
+    assert [[k, i, round(f, 4), m] for k, i, f, m in figures["all"]] == shipped_rows
+    table = shipped()
+    assert table.height == len(shipped_rows) > 0
+    assert set(table["reference_kind"]) <= set(SCALED) and int(table["models"].min()) >= MIN_MODELS
+    assert (table["factor"] > 0).all() and table["factor"].is_finite().all()
+    clean = table.filter(pl.col("reference_kind") == "clean")
+    assert clean.height == 1 and clean["identity"][0] is None  # one for all kernels
+    assert abs(clean["factor"][0] - 1) < 0.01  # a clean estimate is all but unbiased
+
+
+def test_detect_divides_a_run_s_estimates_by_their_factor() -> None:
+    run = MATRIX.run("vit-2g-cap2-stock", "h100-a")
+    plain = scoring.detector_labels(run, 1.2, 0.1, factors=empty())
+    learned = scoring.detector_labels(run, 1.2, 0.1)
+    assert plain.height == learned.height
+    names = plain.select(pl.col("name").cast(pl.String)).unique()
+    names = names.with_columns(pl.Series("identity", [identity(n) for n in names["name"]], pl.String))
+    table = shipped()
+    per_kind = table.filter(pl.col("reference_kind") != "clean").select("reference_kind", "identity", "factor")
+    clean = float(table.filter(pl.col("reference_kind") == "clean")["factor"][0])
+    both = (plain.select(pl.col("name").cast(pl.String), "reference_kind", "duration_ns", "comm_overlap_ns",
+                         pl.col("baseline_ns").alias("before"))
+            .with_columns(learned["baseline_ns"].alias("after"))
+            .join(names, on="name", how="left", maintain_order="left")
+            .join(per_kind, on=["reference_kind", "identity"], how="left", maintain_order="left")
+            .with_columns(pl.when(pl.col("reference_kind") == "clean").then(clean)
+                          .otherwise(pl.col("factor")).fill_null(1.0).alias("factor")))
+    least = (pl.col("duration_ns") - pl.col("comm_overlap_ns")).cast(pl.Float64)
+    unbounded = (pl.col("comm_overlap_ns") == 0) | ((pl.col("before") > least)
+                                                   & (pl.col("before") / pl.col("factor") > least))
+    free = both.filter(pl.col("before").is_not_null() & unbounded)
+    assert free.filter(pl.col("factor") != 1.0).height > 100  # vit's reductions and element-wise kernels
+    assert ((free["after"] - free["before"] / free["factor"]).abs() < 1e-6 * free["before"]).all()
+    bound = both.filter((pl.col("comm_overlap_ns") > 0) & pl.col("after").is_not_null())
+    assert (bound["after"] >= bound["duration_ns"] - bound["comm_overlap_ns"]).all()  # the overlap still bounds it
+
+
+def test_detect_s_page_counts_the_shipped_factors() -> None:
+    page = (ROOT / "docs/commands/detect.md").read_text()
+    assert f"{shipped().height} factors" in " ".join(page.split())
+
+
+def test_the_factors_hold_only_on_the_gpus_they_were_learned_on() -> None:
+    """An H200 run (the shipped 4-GPU GPT-2) keeps its estimates: the matrix measured H100s alone."""
+    assert learned_on() == ["H100"]
+    table = shipped()
+    assert chosen(None, ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]).equals(table)
+    for names in (["NVIDIA H200"], ["NVIDIA H100 80GB HBM3", None], [], ["AMD Instinct MI300X"]):
+        assert chosen(None, names).is_empty()
+    assert chosen(table.head(1), ["NVIDIA H200"]).equals(table.head(1))  # a table the caller chose holds anywhere
+    run = ROOT / "datasets/runs/gpt2-4rank-cap2-nsys"
+    with read_trace(run) as trace:
+        assert set(trace.relation("gpus")["name"]) == {"NVIDIA H200"}
+    plain = detect(run, single_trace=True, detector=SlowdownDetector(estimate_factors=empty())).kernels
+    default = detect(run, single_trace=True).kernels
+    assert default["baseline_ns"].equals(plain["baseline_ns"]) and default["is_slowdown"].equals(plain["is_slowdown"])
