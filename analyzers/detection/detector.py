@@ -9,6 +9,11 @@ timing among the ``contamination`` most abnormal of the overlapped kernels, by a
 them (``fit``). The forest decides that band, where an uncertain estimate and a real slowdown meet.
 Kernels with no reference (``no_reference``) are never cases.
 
+By default the band is empty (``band`` = ``threshold``): a case's ratio is always above the threshold, the one
+meaning ``--threshold`` has. On the ground-truth matrix a band from 1.1 gave a leave-one-model-out F1 of 0.876
+against 0.877 without, and on none of our ten shipped and shared pairs did it score higher; the forest still
+scores every judged kernel (``score``, its timing's abnormality) and decides a band a caller opens.
+
 On a long trace the forest is fitted, and its ``contamination`` cut-off set, on a random sample of
 :data:`FIT_SAMPLE` overlapped kernels (each tree sees 256 of them anyway), and only the kernels in the band
 are scored to decide: the others are decided by their ratio alone.
@@ -55,7 +60,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
     def __init__(
         self,
         threshold: float = 1.2,
-        band: float = 1.1,
+        band: float = 1.2,
         margin: float = 0.0,
         contamination: float = 0.05,
         n_estimators: int = 200,
@@ -76,9 +81,8 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
 
     @classmethod
     def at(cls, threshold: float) -> SlowdownDetector:
-        """The default detector for ``threshold``: its band no wider than the threshold (a threshold under the
-        default band narrows the band to it)."""
-        return cls(threshold=threshold, band=min(cls().band, threshold))
+        """The default detector for ``threshold``: no band (a case's ratio is above ``threshold``)."""
+        return cls(threshold=threshold, band=threshold)
 
     def _check(self, X: Any) -> np.ndarray:
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
