@@ -21,15 +21,18 @@ PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 EXAMPLE = re.compile(r"```bash\n(.*?)```", re.S)
 
 
-def examples() -> list[tuple[str, str]]:
+def examples() -> list[tuple[str, str, int]]:
     """Every ``traceql ...`` line of a ```bash block of the README and the docs (```console blocks show what
-    needs a GPU or your own files: not run), with the page it is on."""
+    needs a GPU or your own files: not run), with the page it is on and the exit code it should give: 0, or
+    the one its comment names (``# exit 1: a straggler``)."""
     out = []
     for page in PAGES:
         for block in EXAMPLE.findall(page.read_text()):
             for line in block.splitlines():
                 if line.strip().startswith("traceql "):
-                    out.append((page.relative_to(ROOT).as_posix(), line.split("  #")[0].split(" # ")[0].strip()))
+                    code = re.search(r"#\s*exit (\d+)", line)
+                    out.append((page.relative_to(ROOT).as_posix(), line.split("  #")[0].split(" # ")[0].strip(),
+                                int(code.group(1)) if code else 0))
     return out
 
 
@@ -69,8 +72,8 @@ def test_every_option_is_on_its_command_s_page(name: str, command: click.Command
             assert f"`{longest}" in page or f"{longest} " in page or f"{longest}`" in page, (name, longest)
 
 
-@pytest.mark.parametrize(("page", "line"), examples(), ids=[f"{p}:{i}" for i, (p, _) in enumerate(examples())])
-def test_every_example_runs_on_shipped_data(page: str, line: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("page", "line", "code"), examples(), ids=[f"{p}:{i}" for i, (p, *_) in enumerate(examples())])
+def test_every_example_runs_on_shipped_data(page: str, line: str, code: int, tmp_path: Path) -> None:
     """Each example as a user types it, in a folder of their own (outputs land there), the shipped ``datasets``
     beside it."""
     (tmp_path / "datasets").symlink_to(ROOT / "datasets")
@@ -80,4 +83,4 @@ def test_every_example_runs_on_shipped_data(page: str, line: str, tmp_path: Path
     args = shlex.split(line)[1:]
     done = subprocess.run([sys.executable, "-m", "traceql", "-q", *args], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600)
-    assert done.returncode == 0, (page, line, done.stderr[-1000:])
+    assert done.returncode == code, (page, line, done.stderr[-1000:])

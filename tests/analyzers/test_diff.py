@@ -65,6 +65,9 @@ def test_change_and_verdict() -> None:
     assert [d.verdict(c, 2.0) for c in (4.1, -3.0, 2.0, -1.9, 0.0, None)] == [
         "regressed", "improved", "no change", "no change", "no change", "unknown"]
     assert d.verdict(1.5, tolerance=1.0) == "regressed"
+    # the tail decides too: a straggler's steps move the 90th percentile more than the mean
+    assert d.verdict(0.4, 2.0, tail=36.0) == "regressed" and d.verdict(-3.0, 2.0, tail=2.5) == "regressed"
+    assert d.verdict(-3.0, 2.0, tail=1.0) == "improved" and d.verdict(1.0, 2.0, tail=-5.0) == "no change"
 
 
 def test_rank_changes_keep_ranks_of_either_run() -> None:

@@ -15,12 +15,16 @@ from traceql.analyzers.diff import (
     kernel_changes,
     new_kernels,
     pair_kernels,
+    per_step,
     rank_changes,
     removed_kernels,
+    run_step_times,
     run_totals,
-    step_time,
+    span_time,
+    step_figures,
     verdict,
 )
+from traceql.analyzers.steps import step_breakdown
 from traceql.errors import InputError, OptionError
 from traceql.labelling.inputs import Timeline, read_timeline
 from traceql.labelling.label import label
@@ -37,7 +41,8 @@ FEW_PAIRED = 0.5
 @dataclass
 class DiffResult:
     """What changed from BEFORE to AFTER. ``runs``: each side's path, label mode, ranks, steps and totals;
-    ``step_time``: the median step time of each side and the change; ``ranks``: one row per rank number;
+    ``step_time``: each side's mean and 90th-percentile step time and their changes; ``ranks``: one row per
+    rank number (means per normal step);
     ``kernels`` (paired, per key, by |delta|), ``new``, ``removed``: per key; ``pairs``: every compute kernel
     of AFTER's normal steps with the BEFORE kernel it aligns with."""
 
@@ -53,9 +58,10 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
 
     def fails(self, above: float) -> bool:
-        """Whether the median step time regressed by more than ``above`` percent (`--fail-above`)."""
-        change = self.step_time["change_pct"]
-        return change is not None and change > above
+        """Whether the mean step time, or its 90th percentile, regressed by more than ``above`` percent
+        (`--fail-above`)."""
+        changes = [self.step_time[k] for k in ("change_pct", "p90_change_pct")]
+        return any(c is not None and c > above for c in changes)
 
     def kernel_totals(self) -> dict[str, float | int]:
         """The paired kernels' before and after time, the new kernels' and the removed ones' (ns)."""
@@ -73,7 +79,7 @@ class DiffResult:
                 "new": self.new.head(top).to_dicts() if top else self.new.to_dicts(),
                 "removed": self.removed.head(top).to_dicts() if top else self.removed.to_dicts(),
                 "verdict": {"verdict": self.verdict, "change_pct": self.step_time["change_pct"],
-                            "tolerance_pct": self.tolerance_pct},
+                            "p90_change_pct": self.step_time["p90_change_pct"], "tolerance_pct": self.tolerance_pct},
                 "notes": self.notes}
 
 
@@ -97,9 +103,11 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     """Compare run ``after`` with run ``before`` (each a trace file or folder of one run).
 
     Each run is labelled as ``detect`` labels it without a baseline (its isolated steps if it has some, else
-    the detector). Step time is the median GPU time of the normal steps over steps and ranks (the median rank
-    span when a run has no steps); a change within ±``tolerance`` % is ``no change``. AFTER's compute kernels
-    are paired with BEFORE's by step alignment, rank by rank (``traceql.analyzers.diff``).
+    the detector). Step time is the run's: each normal step's longest rank GPU time (``run_step_times``), its
+    mean and 90th percentile over the normal steps (the median rank span when a run has no steps); the verdict
+    is ``regressed`` when either grew by more than ``tolerance`` %. The per-rank figures are means per normal
+    step. AFTER's compute kernels are paired with BEFORE's by step alignment, rank by rank
+    (``traceql.analyzers.diff``).
     """
     if not 0 <= tolerance < math.inf:
         raise OptionError(f"--tolerance must be a finite 0 or more percent, got {tolerance}")
@@ -108,11 +116,19 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     labelled = {side: label(timelines[side]) for side in SIDES}
     notes = [f"{side}: {text}" for side in SIDES for text in labelled[side].notes]
     by_span = any(labelled[side].steps.is_empty() for side in SIDES)
-    times = {side: step_time(labelled[side].steps, labelled[side].ranks, by_span=by_span) for side in SIDES}
     if by_span:
         notes.append("a run has no normal steps (NVTX step_<i> or ProfilerStep#<i>): step time is the median "
                      "rank span, and kernels are not paired")
+        figures = {side: {"mean_ns": span_time(labelled[side].ranks), "p90_ns": None, "steps": 0,
+                          "slowest_step": None, "slowest_ns": None} for side in SIDES}
+        ranks_of = {side: labelled[side].ranks for side in SIDES}
+    else:
+        figures = {side: step_figures(run_step_times(timelines[side].steps)) for side in SIDES}
+        ranks_of = {side: per_step(step_breakdown(timelines[side].kernels, timelines[side].memops,
+                                                  timelines[side].steps), labelled[side].steps) for side in SIDES}
+    times = {side: figures[side]["mean_ns"] for side in SIDES}
     change = change_pct(times["before"], times["after"])
+    tail = change_pct(figures["before"]["p90_ns"], figures["after"]["p90_ns"])
     kernels = {side: timelines[side].kernels for side in SIDES}
     pairs, canonical = pair_kernels(kernels["before"], kernels["after"] if not by_span else kernels["after"].head(0))
     ranks = {side: set(labelled[side].ranks["rank"]) for side in SIDES}
@@ -122,11 +138,16 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     result = DiffResult(
         runs={side: _side(paths[side], labelled[side]) for side in SIDES},
         step_time={"before_ns": times["before"], "after_ns": times["after"],
-                   "change_pct": None if change is None else round(change, 3), "basis": "span" if by_span else "step"},
-        ranks=rank_changes(labelled["before"].ranks, labelled["after"].ranks),
+                   "change_pct": None if change is None else round(change, 3),
+                   "p90_before_ns": figures["before"]["p90_ns"], "p90_after_ns": figures["after"]["p90_ns"],
+                   "p90_change_pct": None if tail is None else round(tail, 3),
+                   "steps_before": figures["before"]["steps"], "steps_after": figures["after"]["steps"],
+                   **{f"slowest_{k}_{side}": figures[side][f"slowest_{k}"] for side in SIDES for k in ("step", "ns")},
+                   "basis": "span" if by_span else "step"},
+        ranks=rank_changes(ranks_of["before"], ranks_of["after"]),
         kernels=kernel_changes(pairs), new=new_kernels(pairs),
         removed=removed_kernels(pairs, canonical, kernels["before"]),
-        pairs=pairs, verdict=verdict(change, tolerance), tolerance_pct=tolerance, notes=notes)
+        pairs=pairs, verdict=verdict(change, tolerance, tail), tolerance_pct=tolerance, notes=notes)
     if not by_span:
         _warn_unlike(result)
     return result
