@@ -44,6 +44,7 @@ from traceql.analyzers.baselines.sequences import alignments, canonical_steps
 from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
+from traceql.analyzers.partial import partial_notes
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.label import baseline_notes, no_kernels
@@ -173,6 +174,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     passes = _Passes(shards, pool, progress)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
+    notes += partial_notes(_frame([r.comm_devices for r in firsts]), _frame([r.ranks for r in firsts]))  # all shards
     if not any(r.compute for r in firsts):
         return no_kernels(_frame([r.ranks for r in firsts]), any(r.metrics for r in firsts), shards[0].name)
     if not any(r.comm for r in firsts):

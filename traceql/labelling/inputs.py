@@ -11,6 +11,7 @@ import polars as pl
 
 from traceql.analyzers.baselines.isolated import communicating, other_comm, outside_steps
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
+from traceql.analyzers.partial import comm_devices, partial_notes
 from traceql.analyzers.steps import STEP_KEY
 from traceql.errors import InputError
 from traceql.model import schema
@@ -88,7 +89,15 @@ def read_timeline(paths: str | Path | Sequence[str | Path] | None, *, shard: Sha
                             trace.nvtx, trace.ranks, not trace.relation("kernel_metrics").is_empty(),
                             list(trace.notes), trace.relation("steps"), trace.context, breakdown,
                             trace.relation("waits"), trace.relation("gpus")["name"].to_list())
-    return _isolated_checked(timeline)
+    return _partial_checked(_isolated_checked(timeline), shard)
+
+
+def _partial_checked(timeline: Timeline, shard: Shard | None) -> Timeline:
+    """``timeline`` with a warning per run that is part of a larger job (``analyzers.partial``), where it is a
+    whole run (a shard's run is judged over all its shards: ``labelling.by_rank``)."""
+    if shard is None:
+        timeline.notes += partial_notes(comm_devices(timeline.kernels), timeline.ranks)
+    return timeline
 
 
 def _isolated_checked(timeline: Timeline) -> Timeline:

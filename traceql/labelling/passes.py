@@ -32,6 +32,7 @@ from traceql.analyzers.compat import hta_view
 from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
 from traceql.analyzers.overlap import comm_overlap
+from traceql.analyzers.partial import comm_devices
 from traceql.analyzers.reports import step_cases, step_spans
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_inputs, scored
@@ -88,6 +89,7 @@ class Read:
     activities: int | None = None  # the GPU activities it stored for the replay (None: too many to)
     waits: pl.DataFrame | None = None  # its recorded stream waits
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
+    comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
                gpus=tl.gpus)
     out.isolated = bool((kernels["step_kind"] == "isolated").any())
     out.comm = bool((kernels["kind"] == "comm").any())
+    out.comm_devices = comm_devices(kernels)
     overlap = comm_overlap(kernels, tl.context)
     out.isolated_runs = overlap.filter(_isolated(overlap))["run_id"].unique().to_list()
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
