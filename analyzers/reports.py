@@ -52,10 +52,11 @@ def busiest_step(cost: pl.DataFrame) -> int | None:
 
 
 def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.DataFrame, step: int,
-                  offsets: pl.DataFrame | None = None) -> pl.DataFrame:
+                  offsets: pl.DataFrame | None = None, own_clocks: bool = False) -> pl.DataFrame:
     """Everything the normal step ``step`` launched, per rank, with times in ms from the step's first start on
-    any rank of its run (on the run's common clock: ``offsets``, each rank's ``clock_offset_ns``): ``run_id,
-    rank, stream, start_ms, duration_ms, category, name, ratio, baseline_ns, collective``."""
+    any rank of its run (on the run's common clock: ``offsets``, each rank's ``clock_offset_ns``), or with
+    ``own_clocks`` (ranks whose clocks disagree) from the rank's own first start: ``run_id, rank, stream,
+    start_ms, duration_ms, category, name, ratio, baseline_ns, collective``."""
     in_step = (pl.col("step") == step) & (pl.col("step_kind") == "sync")
     compute = labelled.filter(in_step).select(
         "run_id", "rank", "stream", "start_ns", "duration_ns",
@@ -75,7 +76,7 @@ def step_timeline(labelled: pl.DataFrame, kernels: pl.DataFrame, memops: pl.Data
         frame = frame.join(offsets.select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left"
                            ).with_columns(pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)
                                           ).drop("clock_offset_ns")
-    origin = pl.col("start_ns").min().over("run_id")
+    origin = pl.col("start_ns").min().over(["run_id", "rank"] if own_clocks else "run_id")
     return frame.with_columns(((pl.col("start_ns") - origin) / 1e6).alias("start_ms"),
                               (pl.col("duration_ns") / 1e6).alias("duration_ms")).sort("run_id", "rank", "start_ns")
 

@@ -20,7 +20,7 @@ from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.replayed import replayed, verdict
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
-from traceql.labelling.steps import run_steps
+from traceql.labelling.steps import clocks_disagree, run_steps
 from traceql.labelling.whatif import run_errors
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
@@ -74,12 +74,16 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
         first = cost["step"].min()
         if step is None and drawn == first:
             chosen += ": the first captured, the only one"
-        frame = reports.step_timeline(k, timeline.kernels, timeline.memops, drawn, timeline.ranks)
+        apart = bool(clocks_disagree(timeline))
+        frame = reports.step_timeline(k, timeline.kernels, timeline.memops, drawn, timeline.ranks, own_clocks=apart)
+        axis = ("The ranks' clocks disagree (see the notes): each rank is drawn from its own first start of the "
+                "step, so the rows do not line up in time." if apart else
+                "The ranks share one time axis (their clocks put on the run's one clock).")
         sections.append((f"Timeline of step {drawn} ({chosen})", figure(figures.step_timeline(frame, drawn))
                          + "<p class='note'>Slowed kernels in red; hover a kernel for its ratio, baseline and the "
-                           "collective it ran next to. The ranks share one time axis (their clocks put on the run's "
-                           "one clock). Zoom with the mouse; double-click to reset. The first captured step (each "
-                           "rank's capture began at its own moment) is drawn only when asked for (--step).</p>"))
+                           f"collective it ran next to. {axis} Zoom with the mouse; double-click to reset. The first "
+                           "captured step (each rank's capture began at its own moment) is drawn only when asked "
+                           "for (--step).</p>"))
     else:
         sections.append(("Timeline", "<p class='note'>No timeline: the trace has no step ranges (NVTX "
                                      "<code>step_&lt;i&gt;</code> or Kineto <code>ProfilerStep#&lt;i&gt;</code>) to "

@@ -31,6 +31,7 @@ class RunVerdict:
     contention_pct: float | None
     stragglers: list[dict[str, Any]]
     ranks: int
+    clocks_agree: bool = True  # whether its ranks share one clock (else no straggler can be judged)
     lines: list[str] = field(default_factory=list)  # the verdict, a finding a line
 
     @property
@@ -100,9 +101,10 @@ def critical_path(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFr
 
 
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
-            errors: dict[str, str] | None = None) -> RunVerdict:
+            errors: dict[str, str] | None = None, clocks_agree: bool = True) -> RunVerdict:
     """One run's verdict (:class:`RunVerdict`) from its steps; ``errors``: what the overlap and straggler lines
-    say of their error on the validation runs (``measured.errors``)."""
+    say of their error on the validation runs (``measured.errors``); ``clocks_agree``: whether its ranks share
+    one clock."""
     judged = steps.filter(~pl.col("first"))
     if judged.is_empty():
         judged = steps
@@ -119,7 +121,7 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
         (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns"))
     stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
-    out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks)
+    out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks, clocks_agree)
     out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0, errors or {})
     return out
 
@@ -146,6 +148,8 @@ def _findings(v: RunVerdict, cases: int, errors: dict[str, str]) -> list[str]:
         parts.append(f"contention costs {_ms(v.contention_ns or 0)}/step ({v.contention_pct or 0:.1f} %)")
     if v.ranks < 2:
         parts.append("one rank: no straggler to judge")
+    elif not v.clocks_agree:
+        parts.append("stragglers not measured: its ranks' clocks disagree")
     elif not v.stragglers:
         parts.append("no straggler")
     for s in v.stragglers:

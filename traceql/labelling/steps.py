@@ -49,6 +49,17 @@ def _one_run(req: Request, paths: list[Path] | None, baseline: Baseline | None) 
     return run_steps(*req.label(paths, baseline))
 
 
+def disagreeing(arrived: pl.DataFrame) -> list[tuple[str, int]]:
+    """``(run_id, end skew)`` of the runs whose ranks' clocks disagree, from their collectives' ``arrivals``:
+    what every command judges clocks by, so that all say the same."""
+    return [(run, skew) for run, skew in end_skew(arrived).iter_rows() if skew > MAX_END_SKEW_NS]
+
+
+def clocks_disagree(timeline: Timeline) -> list[str]:
+    """The runs of ``timeline`` whose ranks' clocks disagree (:func:`disagreeing`)."""
+    return [run for run, _ in disagreeing(arrivals(timeline.kernels, timeline.ranks))]
+
+
 def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
     """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels."""
     steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
@@ -56,11 +67,10 @@ def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
              .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
     arrived = arrivals(timeline.kernels, timeline.ranks)
     notes, unaligned = list(labelled.notes), []
-    for run, skew in end_skew(arrived).iter_rows():
-        if skew > MAX_END_SKEW_NS:
-            notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
-                         "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
-            unaligned.append(run)
+    for run, skew in disagreeing(arrived):
+        notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
+                     "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
+        unaligned.append(run)
     named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
     done = None
     if not named.is_empty():  # what each cost its step: the replay without it

@@ -69,7 +69,8 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, bounds))
+            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, bounds,
+                                clocks_agree=run_id not in ranked.unaligned))
             if caps and runs[-1].step_ns is not None:
                 runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], bounds))
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
