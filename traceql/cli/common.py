@@ -240,6 +240,12 @@ def note(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
+def counted(n: int, what: str, many: str | None = None) -> str:
+    """``n`` with thousands separators and ``what``, plural unless one (``many``: the plural, else ``what`` + s):
+    ``1 case``, ``6,410 rows``."""
+    return f"{n:,} {what if n == 1 else (many or what + 's')}"
+
+
 def ms(ns: int | float | None) -> str:
     """Nanoseconds as ``1,234.567 ms``."""
     return "-" if ns is None else f"{num_ms(ns)} ms"

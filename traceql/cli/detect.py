@@ -19,6 +19,7 @@ from traceql.cli.common import (
     ThresholdOption,
     WorkersOption,
     console,
+    counted,
     emit_json,
     guarded,
     ms,
@@ -91,8 +92,8 @@ def print_detect(result: Any) -> None:
         steps = int(result.critical["steps"].sum())
         share = "" if critical["critical_path_share"] is None else f" ({critical['critical_path_share']:.1%})"
         console.print(f"on the critical path: {ms(critical['critical_path_ns'])} of the "
-                      f"{ms(critical['critical_lost_ns'])} lost in {steps} normal steps{share}: what those steps "
-                      "would be shorter without the contention (traceql whatif)")
+                      f"{ms(critical['critical_lost_ns'])} lost in {counted(steps, 'normal step')}{share}: what "
+                      "those steps would be shorter without the contention (traceql whatif)")
     console.print("lost: GPU time the slowdowns added; lost %: its share of the rank's step time")
     _print_steps(result.steps)
     if result.top_signatures.is_empty():

@@ -12,6 +12,7 @@ from traceql.cli.common import (
     Format,
     FormatOption,
     console,
+    counted,
     emit_json,
     fail,
     guarded,
@@ -69,7 +70,7 @@ def print_diff(result: Any, top: int) -> None:
     for side in ("before", "after"):
         r = runs[side]
         console.print(f"[bold]{side}[/bold]: {escape(r['path'])} ({LabelSource.of(r['mode']).short}, "
-                      f"{_count(r['ranks'], 'rank')}, {_count(r['steps'], 'step')})", overflow="fold")
+                      f"{counted(r['ranks'], 'rank')}, {counted(r['steps'], 'step')})", overflow="fold")
     if st["basis"] == "step":
         console.print(f"step time (each normal step's longest rank GPU time), over {st['steps_before']:,} -> "
                       f"{st['steps_after']:,} normal steps:")
@@ -105,10 +106,6 @@ def _changes(st: dict[str, Any]) -> str:
     if st["p90_change_pct"] is None:
         return _pct(st["change_pct"])
     return f"mean {_pct(st['change_pct'])}, p90 {_pct(st['p90_change_pct'])}"
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n:,} {what}{'' if n == 1 else 's'}"
 
 
 def _pct(value: float | None) -> str:

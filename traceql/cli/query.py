@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import guarded, note, printable, printable_json, spinner
+from traceql.cli.common import counted, guarded, note, printable, printable_json, spinner
 from traceql.cli.frames import print_frame
 from traceql.errors import TraceqlError
 
@@ -45,7 +45,7 @@ def query(
     for text in notes:
         note(text)
     if out is not None:
-        note(f"wrote {df.height} rows to {out}")
+        note(f"wrote {counted(df.height, 'row')} to {out}")
     elif fmt is FrameFormat.table:
         print_frame(df, limit=limit, more=df.height > limit)
     else:

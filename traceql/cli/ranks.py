@@ -74,8 +74,8 @@ def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
         title = f"The {limit} costliest of {rows.height} stragglers of {run_id} (--steps N for more)"
         rows = rows.sort(["cost_ns", "held_ns", "step"], descending=[True, True, False], nulls_last=True
                          ).head(limit).sort("step")
-    out = table(title, ("step", "rank", "cost ms", "step ms", "without", "held ms", "waiting", "last at"),
-                left={"waiting", "last at"})
+    out = table(title, ("step", "rank", "cost ms", "step ms", "without", "held ms", "waiters", "last at"),
+                left={"waiters", "last at"})
     for r in rows.iter_rows(named=True):
         out.add_row(str(r["step"]), str(r["rank"]), _ms(r["cost_ns"]), _ms(r["step_ns"]), _ms(r["without_ns"]),
                     _ms(r["held_ns"]), ",".join(map(str, r["waiting_ranks"])) or "-",
@@ -83,7 +83,8 @@ def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
     console.print(out)
     console.print("cost: the step's time (replayed) less its time without the straggler (see traceql whatif); "
                   "held: how long the others waited for it at the step's collectives, summed (evidence, "
-                  "not cost); last at: of the step's collectives")
+                  "not cost); waiters: the ranks that waited for it (rank numbers); last at: of the step's "
+                  "collectives")
 
 
 def _print_steps(run_id: str, rows: Any, limit: int) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import BaselineOption, Files, ThresholdOption, guarded, note, spinner
+from traceql.cli.common import BaselineOption, Files, ThresholdOption, counted, guarded, note, spinner
 from traceql.labelling.options import PAIRED_FACTOR
 
 
@@ -33,4 +33,5 @@ def report(
     for text in done.notes:
         note(text)
     what = f"step {done.step} drawn, " if done.step is not None else ""
-    note(f"wrote {done.path} ({what}{done.cases:,} slowdown cases); open it in a browser, no network needed")
+    note(f"wrote {done.path} ({what}{counted(done.cases, 'slowdown case')}); open it in a browser, no network "
+         "needed")

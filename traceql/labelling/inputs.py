@@ -137,7 +137,8 @@ def read_baseline(paths: str | Path | Sequence[str | Path]) -> Baseline:
         raise InputError("the baseline holds no compute kernels (a run on CPU?): nothing to compare with",
                          path=str(path))
     comm = kernels.filter(pl.col("kind") == "comm").height
-    notes += [f"warning: the baseline has {comm} communication kernels: it is not an isolated run "
+    notes += [f"warning: the baseline has {comm:,} communication kernel{'' if comm == 1 else 's'}: it is not an "
+              "isolated run "
               "(record it on one GPU without DDP/NCCL)"] if comm else []
     return Baseline(path, with_keys(kernels.filter(pl.col("kind") == "compute")), notes)
 
