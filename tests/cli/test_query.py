@@ -32,6 +32,18 @@ def test_default_trace_json(invoke) -> None:
     assert json.loads(result.stdout) == EXPECTED
 
 
+def test_the_sql_goes_last_and_a_missing_one_is_named(invoke) -> None:
+    """SQL first, or no SQL after the files: one line that says the order, exit 2."""
+    result = invoke("query", SQL, str(DDP_TRACE))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert f"the SQL comes last: traceql query FILE... '{SQL}'" in result.stderr
+    result = invoke("query", str(DDP_TRACE))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "no SQL follows it: traceql query [FILE]... SQL" in result.stderr
+    done = invoke("query", str(DDP_TRACE), SQL, "--format", "json")  # the right order still works
+    assert done.exit_code == 0 and json.loads(done.stdout) == EXPECTED
+
+
 def test_csv_and_table(invoke) -> None:
     csv = invoke("query", DDP_TRACE, SQL, "--format", "csv").stdout.splitlines()
     assert csv[0] == "rank,kind,n" and csv[1] == f"0,comm,{EXPECTED[0]['n']}" and len(csv) == 5

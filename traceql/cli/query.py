@@ -30,17 +30,17 @@ def query(
 ) -> None:
     """Run SQL over the normalized model's relations: runs, ranks, kernels, memcpy, nvtx, steps, waits, gpus,
     kernel_metrics, kernel_metric_units."""
-    from traceql.commands.query import run_query
+    from traceql.commands.query import run_query, split_args
     from traceql.export.files import format_for, frame_bytes
 
     if out is None and fmt is FrameFormat.parquet:
         raise TraceqlError("parquet is binary: give --output PATH")
-    *paths, sql = args
+    paths, sql = split_args(args)
     notes: list[str] = []
     with spinner("querying…"):
         shown = out is None and fmt is FrameFormat.table  # a table: one row more than it shows, to say more follow
         kind = fmt.value if fmt is not FrameFormat.table else format_for(out, "--output") if out else "parquet"
-        df = run_query([Path(p) for p in paths], sql, notes=notes, output=out, fmt=kind,
+        df = run_query(paths, sql, notes=notes, output=out, fmt=kind,
                        limit=limit + 1 if shown else None)
     for text in notes:
         note(text)

@@ -7,11 +7,31 @@ from pathlib import Path
 
 import polars as pl
 
-from traceql.errors import QueryError
+from traceql.errors import OptionError, QueryError
 from traceql.export.files import write_frame
 from traceql.sources.inputs import DEFAULT_TRACE
 from traceql.sources.outputs import check_file_output
 from traceql.trace import read_trace
+
+_SQL_START = ("select", "with", "from", "describe", "show", "summarize", "pivot", "unpivot", "values", "explain",
+              "table")  # how a query begins (DuckDB's dialect)
+
+
+def _looks_like_sql(text: str) -> bool:
+    words = text.strip().split(maxsplit=1)
+    return bool(words) and words[0].lower().rstrip("(") in _SQL_START
+
+
+def split_args(args: Sequence[str]) -> tuple[list[Path], str]:
+    """`query`'s arguments as (trace files, SQL): the files first, the SQL last; a clear error where the SQL is
+    missing (only files given) or came first."""
+    *paths, sql = args
+    if not _looks_like_sql(sql) and Path(sql).exists():
+        first = next((a for a in paths if _looks_like_sql(a)), None)
+        if first is not None:
+            raise OptionError(f"the SQL comes last: traceql query FILE... '{first}'")
+        raise OptionError(f"{sql} is a trace, and no SQL follows it: traceql query [FILE]... SQL (the SQL last)")
+    return [Path(p) for p in paths], sql
 
 
 def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None = None,
