@@ -121,6 +121,7 @@ def test_a_closed_trace_says_so() -> None:
 def test_info_on_metrics_alone_names_them(invoke) -> None:
     text = invoke("info", ROOT / "datasets" / "ncu" / "toy_single_details.csv").stdout
     assert "Nsight Compute metrics: 12 profiled launches" in text and "no GPU activity" not in text
+    assert "no timeline" in text and "Runs" not in text and "Ranks and GPUs" not in text  # no empty tables
 
 
 def test_metrics_show_in_the_table(invoke) -> None:

@@ -43,6 +43,12 @@ def info(
 
 def print_info(info: dict[str, Any]) -> None:
     """The human form of :func:`traceql.commands.info.trace_info`."""
+    metrics = info["kernel_metrics"]
+    if not info["runs"] and metrics["launches"]:  # Nsight Compute metrics alone: no timeline to tabulate
+        console.print(f"[bold]Nsight Compute metrics[/bold]: {metrics['launches']:,} profiled launches of "
+                      f"{metrics['kernels']:,} kernels (SQL: kernel_metrics); no timeline (no runs, ranks or "
+                      "kernels' times): give them to detect with --metrics, beside the trace they profiled")
+        return
     runs = table("Runs", ("run_id", "path", "tool", "schema", "ranks"), left={"tool", "schema", "ranks"},
                  wrap={"run_id", "path"})
     for r in info["runs"]:
@@ -61,7 +67,6 @@ def print_info(info: dict[str, Any]) -> None:
     console.print(ranks)
 
     k = info["kernels"]
-    metrics = info["kernel_metrics"]
     if metrics["launches"]:
         console.print(f"[bold]Nsight Compute metrics[/bold]: {metrics['launches']:,} profiled launches of "
                       f"{metrics['kernels']:,} kernels (SQL: kernel_metrics; give them to detect with --metrics)")
