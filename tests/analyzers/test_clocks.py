@@ -31,6 +31,7 @@ def test_clocks_that_disagree_are_said_alike_everywhere(tmp_path: Path) -> None:
     report(FILTER, output=tmp_path / "r.html")
     html = (tmp_path / "r.html").read_text()
     assert "each rank is drawn from its own first start" in html and "share one time axis" not in html
+    assert "ms from the rank's own first GPU work of the step" in html  # the axis says so too
 
 
 def test_one_clock_is_judged_and_drawn_on_it(tmp_path: Path) -> None:

@@ -79,7 +79,8 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
         axis = ("The ranks' clocks disagree (see the notes): each rank is drawn from its own first start of the "
                 "step, so the rows do not line up in time." if apart else
                 "The ranks share one time axis (their clocks put on the run's one clock).")
-        sections.append((f"Timeline of step {drawn} ({chosen})", figure(figures.step_timeline(frame, drawn))
+        drawing = figure(figures.step_timeline(frame, drawn, own_clocks=apart))
+        sections.append((f"Timeline of step {drawn} ({chosen})", drawing
                          + "<p class='note'>Slowed kernels in red; hover a kernel for its ratio, baseline and the "
                            f"collective it ran next to. {axis} Zoom with the mouse; double-click to reset. The first "
                            "captured step (each rank's capture began at its own moment) is drawn only when asked "

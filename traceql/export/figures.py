@@ -18,8 +18,10 @@ def _layout(fig: go.Figure, height: int, **more: object) -> go.Figure:
     return fig
 
 
-def step_timeline(frame: pl.DataFrame, step: int) -> go.Figure:
-    """One row per rank, one lane per stream: what step ``step`` ran, slowed kernels in red."""
+def step_timeline(frame: pl.DataFrame, step: int, own_clocks: bool = False) -> go.Figure:
+    """One row per rank, one lane per stream: what step ``step`` ran, slowed kernels in red; with
+    ``own_clocks``, each rank's times from its own first start (``analyzers.reports.step_timeline``)."""
+    origin = "the rank's own first GPU work of the step" if own_clocks else "the step's first GPU work on any rank"
     ranks = frame.select("run_id", "rank").unique(maintain_order=True).rows()
     fig = make_subplots(rows=len(ranks), cols=1, vertical_spacing=min(0.3, 0.45 / len(ranks)),
                         subplot_titles=[f"{run} rank {rank}" for run, rank in ranks], shared_xaxes=True)
@@ -35,7 +37,7 @@ def step_timeline(frame: pl.DataFrame, step: int) -> go.Figure:
                 y=[f"stream {s}" for s in part["stream"].to_list()], orientation="h", name=category,
                 legendgroup=category, showlegend=row == 1, marker={"color": COLOURS[category], "line": {"width": 0}},
                 hovertext=hover, hoverinfo="text"), row=row, col=1)
-        fig.update_xaxes(title_text="ms from the step's first GPU work on any rank" if row == len(ranks) else None,
+        fig.update_xaxes(title_text=f"ms from {origin}" if row == len(ranks) else None,
                          showticklabels=True, row=row, col=1)
     return _layout(fig, 160 + 160 * len(ranks), barmode="overlay", bargap=0.35)
 
