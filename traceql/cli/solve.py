@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import Format, FormatOption, console, emit_json, guarded, note, table
+from traceql.cli.common import Format, FormatOption, console, counted, emit_json, guarded, note, table
 
 
 @guarded
@@ -58,10 +58,6 @@ def _rate(config: Any) -> str:
     return f"{rate:,.1f}" if math.isfinite(rate) else "-"
 
 
-def _many(n: int, what: str) -> str:
-    return f"{n:,} {what}{'' if n == 1 else 's'}"
-
-
 def _cap(config: Any) -> str:
     return "-" if config.cap.cap_mb is None else f"{config.cap.cap_mb:g}"
 
@@ -69,8 +65,8 @@ def _cap(config: Any) -> str:
 def print_solve(result: Any) -> None:
     """The human form of :class:`traceql.commands.solve.SolveResult`, laid out for 80 columns."""
     best, gpus, count = result.best, sum(n.count for n in result.nodes), len(result.nodes)
-    console.print(f"[bold]Best for a global batch of {result.global_batch:,}[/bold] on {_many(gpus, 'GPU')} "
-                  f"({_many(count, 'node')}): {_ms(best)} ms, {_rate(best)} samples/s")
+    console.print(f"[bold]Best for a global batch of {result.global_batch:,}[/bold] on {counted(gpus, 'GPU')} "
+                  f"({counted(count, 'node')}): {_ms(best)} ms, {_rate(best)} samples/s")
     cap = "no bucket cap, no communication" if best.cap.cap_mb is None else f"cap {_cap(best)} MB"
     console.print(f"accumulation {best.accumulation}, {cap}; compute {best.slowest[0]:,.2f} ms (the slowest node)",
                   highlight=False)
