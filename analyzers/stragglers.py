@@ -74,6 +74,12 @@ def end_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
             .group_by("run_id").agg(pl.col("spread").median().alias("end_skew_ns")).sort("run_id"))
 
 
+def disagreeing(arrivals_: pl.DataFrame) -> list[tuple[str, int]]:
+    """``(run_id, end skew)`` of the runs whose ranks' clocks disagree, from their collectives' arrivals:
+    what every command judges clocks by, so that all say the same."""
+    return [(run, skew) for run, skew in end_skew(arrivals_).iter_rows() if skew > MAX_END_SKEW_NS]
+
+
 def step_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:
     """Per (run_id, step, rank): how long the rank held the others (``held_ns``), how long it waited
     (``wait_ns``) and how many collectives it was last at, over the step's collectives."""

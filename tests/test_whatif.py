@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tests.analyzers.test_stragglers import BEYOND_DDP, STRAGGLER_RUNS, injected
-from tests.paths import DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, RUNS, SINGLE_TRACE, corpus
+from tests.paths import DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, ROOT, RUNS, SHARED, SINGLE_TRACE, corpus
 from traceql.commands.whatif import whatif
 
 SHIPPED = [DDP_TRACE, SINGLE_TRACE, INRUN_TRACE, RUNS / "gpt2-4rank-nsys", RUNS / "gpt2-b16-cap25-nsys",
@@ -40,6 +40,25 @@ def test_the_replay_reproduces_every_step_and_the_what_ifs_keep_their_promises(r
     assert steps.filter(pl.col("straggler_rank").is_null())["without_straggler_ns"].equals(
         steps.filter(pl.col("straggler_rank").is_null())["replayed_ns"])
     assert result.graph["forced"] == 0  # no cycle in any graph made from a trace
+    # the causes' what-ifs take a cause's time out: never a longer step
+    assert (steps["without_communication_ns"] <= steps["replayed_ns"]).all()
+    assert (steps["without_idle_ns"] <= steps["replayed_ns"]).all()
+    # and the whatif page's table of the replays says what this one is made of
+    key = run.relative_to(SHARED if run.is_relative_to(SHARED) else ROOT / "datasets").as_posix()
+    g = result.graph
+    assert _documented()[key.removesuffix(".sqlite")] == (
+        f"{g['activities']:,}", f"{g['recorded']:,} / {g['inferred']:,}", f"{g['unexplained']:,}")
+
+
+def _documented() -> dict[str, tuple[str, str, str]]:
+    """The whatif page's table: per run, its GPU activities, waits recorded / inferred, and those that began
+    later than anything explains."""
+    out = {}
+    for line in (ROOT / "docs" / "commands" / "whatif.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 8:
+            out[cells[0].split("`")[1]] = (cells[3], cells[6], cells[7])
+    return out
 
 
 @pytest.mark.parametrize("run,within,cost", [
@@ -60,11 +79,18 @@ def test_without_the_straggler_its_steps_take_what_the_others_take(run: Path, wi
 
 def test_the_verdict_names_what_to_act_on() -> None:
     verdict = whatif(RUNS / "gpt2-4rank-straggler-nsys").runs[0]
-    assert verdict.text.startswith("overlap saves ")
-    assert "the straggler rank 2 costs " in verdict.text and verdict.text.endswith(" in steps 2, 4")
+    # the causes first, largest first: the straggler, priced over the normal steps and in the steps it held
+    assert verdict.lines[0].startswith("the straggler rank 2 costs ") and " in steps 2, 4" in verdict.lines[0]
+    costs = [c["cost_ns"] for c in verdict.causes]
+    assert costs == sorted(costs, reverse=True) and verdict.causes[0]["rank"] == 2
+    assert {c["cause"] for c in verdict.causes} == {"straggler", "contention", "exposed communication", "idle"}
+    held = verdict.stragglers[0]
+    assert verdict.causes[0]["cost_ns"] == pytest.approx(held["cost_ns"] * 2 / verdict.steps, abs=1e5)
+    assert any(line.startswith("overlap saves ") for line in verdict.lines)
     assert [s["rank"] for s in verdict.stragglers] == [2] and verdict.stragglers[0]["steps"] == [2, 4]
     single = whatif(SINGLE_TRACE).runs[0]
-    assert single.lines == ["no communication to overlap", "no slowdown cases", "one rank: no straggler to judge"]
+    assert single.lines[1:] == ["no communication to overlap", "no slowdown cases", "one rank: no straggler to judge"]
+    assert [c["cause"] for c in single.causes] == ["idle"] and single.lines[0].startswith("idle costs ")
 
 
 def test_a_trace_whose_stream_order_is_impossible_is_noted(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@
 trace's own durations, then with each what-if (``scenarios``), and gives one row per step of each run: its
 time as measured (the first GPU start of the step on any rank to its last GPU end on any rank, on the run's
 common clock) and as replayed, without the slowdown cases, without its straggler, and with communication
-serialized after computation. Each what-if is replayed a step at a time, what came before the step as it was:
+serialized after computation, without communication's own time and without the GPUs' idle (``removed``).
+Each what-if is replayed a step at a time, what came before the step as it was:
 a step's figure is what that step alone would have taken (a step without a case or a straggler is its replay).
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.replay import scenarios
+from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
@@ -25,9 +26,14 @@ __all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "WhatIf", "
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
-         "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64}
+         "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64,
+         "without_communication_ns": pl.Int64, "without_idle_ns": pl.Int64}
+# what-ifs whose step is measured from the step's replayed start: they only take time out, and a step's first
+# activity may start sooner without idle (a later launch's) while its end is held (a straggler's step)
+ENDS_ONLY = ("without_communication_ns", "without_idle_ns")
 WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
-        "without_contention_ns": "without contention", "serialized_ns": "serialized"}
+        "without_contention_ns": "without contention", "serialized_ns": "serialized",
+        "without_communication_ns": "without communication", "without_idle_ns": "without idle"}
 
 
 @dataclass
@@ -72,6 +78,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
         "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
                                           np.unique(part[:rg.n_ops][is_case])),
         "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
+        "without_communication_ns": lambda: (removed.without_communication(rg), None),
+        "without_idle_ns": lambda: (removed.without_idle(rg, named), None),
     }
     whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
     done = {"replayed_ns": whole}
@@ -125,7 +133,8 @@ def _spans(rg: RunGraph, done: dict[str, Replayed], is_case: np.ndarray) -> pl.D
     first = frame.filter(pl.col("step").is_not_null()).group_by("run_id").agg(pl.col("step").min().alias("_first"))
     return (sync.group_by("run_id", "step")
             .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"),
-                 *((pl.col(f"e_{k}").max() - pl.col(f"s_{k}").min()).alias(k) for k in done),
+                 *((pl.col(f"e_{k}").max() - pl.col(f"s_{k}" if k not in ENDS_ONLY else "s_replayed_ns").min())
+                   .alias(k) for k in done),
                  pl.col("case").sum().alias("cases"))
             .join(first, on="run_id", how="left")
             .with_columns((pl.col("step") == pl.col("_first")).alias("first")))

@@ -9,6 +9,8 @@ import typer
 from rich.markup import escape
 
 from traceql.analyzers.baselines.kinds import CONTAMINATED, ESTIMATED, NONE
+from traceql.analyzers.causes import held_phrase
+from traceql.cli.causes import print_causes
 from traceql.cli.common import (
     BaselineOption,
     Files,
@@ -73,6 +75,8 @@ def detect(
 def print_detect(result: Any) -> None:
     """The human form of :class:`traceql.labelling.result.DetectResult`, laid out for 80 columns."""
     console.print(f"[bold]Slowdown detection[/bold]: {result.source.sentence}")
+    for run_id in result.causes["run_id"].unique(maintain_order=True).to_list():
+        print_causes(result.causes, run_id)
     if result.match_rate is not None:
         console.print(f"baseline signature match: {result.match_rate:.1%} of compute kernels")
     _print_baselines(result.baseline_kinds())
@@ -83,12 +87,12 @@ def print_detect(result: Any) -> None:
         print_ranks(run_id, rows)
     totals = result.to_dict()["totals"]
     console.print(f"[bold]{totals['cases']:,}[/bold] slowdown cases among {totals['compute_kernels']:,} compute "
-                  f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks")
+                  f"kernels; {ms(totals['time_lost_ns'])} lost over all ranks{held_phrase(result.held)}")
     if totals["undecided"]:
         console.print(f"{totals['undecided']:,} undecided (overlapped, with no reference or a contaminated one: "
                       f"is_slowdown null in --out); {totals['decided_share']:.1%} of the overlapped kernels decided")
     critical = result.critical_path()
-    if critical["critical_path_ns"] is not None:
+    if critical["critical_path_ns"] is not None and totals["cases"]:
         steps = int(result.critical["steps"].sum())
         share = "" if critical["critical_path_share"] is None else f" ({critical['critical_path_share']:.1%})"
         console.print(f"on the critical path: {ms(critical['critical_path_ns'])} of the "

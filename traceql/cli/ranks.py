@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from traceql.cli.causes import print_causes
 from traceql.cli.common import (
     BaselineOption,
     Files,
@@ -46,6 +47,7 @@ def ranks(
         return
     for (run_id,), rows in result.ranks.group_by("run_id", maintain_order=True):
         run_steps = result.steps.filter(result.steps["run_id"] == run_id)
+        print_causes(result.causes, run_id, result.held)
         if run_id in result.unaligned:
             console.print(f"[bold]Stragglers[/bold] of {run_id}: not measured, its ranks' clocks disagree")
         elif rows.height < 2:

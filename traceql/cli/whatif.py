@@ -50,8 +50,9 @@ def whatif(
         emit_json(result.to_dict())
         return
     for verdict in result.runs:
-        _print_steps(verdict.run_id, result.steps.filter(result.steps["run_id"] == verdict.run_id), steps,
-                     bucket_cap)
+        if verdict.clocks_agree:
+            _print_steps(verdict.run_id, result.steps.filter(result.steps["run_id"] == verdict.run_id), steps,
+                         bucket_cap)
         console.print(f"[bold]Verdict[/bold] for {verdict.run_id}:")
         for line in verdict.lines:
             console.print(f"  {line}")

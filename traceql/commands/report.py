@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from traceql.analyzers import reports
+from traceql.analyzers.causes import held_phrase, sentence
 from traceql.errors import OptionError
 from traceql.export import figures
 from traceql.export.files import atomic_write
@@ -17,10 +18,10 @@ from traceql.export.html import figure, frame_table, page, table
 from traceql.labelling import options
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.options import PAIRED_FACTOR
-from traceql.labelling.replayed import replayed, verdict
+from traceql.labelling.replayed import verdict
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
-from traceql.labelling.steps import clocks_disagree, run_steps
+from traceql.labelling.steps import RanksResult, run_steps
 from traceql.labelling.whatif import run_errors
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
@@ -68,13 +69,14 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
     if step is not None and (cost.is_empty() or step not in cost["step"].to_list()):
         raise OptionError(f"--step {step}: the trace has no normal step {step} "
                                   f"(its steps: {', '.join(map(str, sorted(set(cost['step'].to_list())))) or 'none'})")
-    sections = [("Per rank", _rank_table(result))]
+    ranked = run_steps(timeline, result)  # the causes and the replay they come from (`ranks`, `whatif`)
+    sections = [("Causes, largest first", _causes(ranked.causes, ranked.unaligned)), ("Per rank", _rank_table(result))]
     if drawn is not None:
         chosen = "the step with the most time lost" if step is None else "the step asked for"
         first = cost["step"].min()
         if step is None and drawn == first:
             chosen += ": the first captured, the only one"
-        apart = bool(clocks_disagree(timeline))
+        apart = bool(ranked.unaligned)
         frame = reports.step_timeline(k, timeline.kernels, timeline.memops, drawn, timeline.ranks, own_clocks=apart)
         axis = ("The ranks' clocks disagree (see the notes): each rank is drawn from its own first start of the "
                 "step, so the rows do not line up in time." if apart else
@@ -93,21 +95,48 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
     ratios = reports.ratio_distribution(k) if k.height else pl.DataFrame()
     if ratios.height:
         sections.append(("Slowdown ratios", figure(figures.ratio_histogram(ratios, threshold))))
+    if cost.height and cost["step"].n_unique() > 1:
+        sections.append(("Time lost per normal step", figure(figures.lost_per_step(cost))
+                         + "<p class='note'>Summed over the ranks; the first captured step is left out, as from "
+                           "every total (each rank's capture began at its own moment).</p>"))
     if cost.height:
-        sections.append(("Time lost per step", figure(figures.lost_per_step(cost))))
-        sections.append(("What if: each cause's cost in step time", _whatif(timeline, result)))
+        sections.append(("What if: what each cause costs a step", _whatif(timeline, ranked)))
     if result.ranks.height:
         sections.append(("Time breakdown", figure(figures.rank_breakdown(result.ranks))))
     subtitle = (f"{result.source.sentence} · {result.cases():,} slowdown cases among {k.height:,} compute "
-                f"kernels · time lost {result.time_lost_ns() / 1e6:,.3f} ms over all ranks")
+                f"kernels · time lost {result.time_lost_ns() / 1e6:,.3f} ms over all ranks{held_phrase(ranked.held)}")
     runs = ", ".join(timeline.kernels["run_id"].unique(maintain_order=True).to_list())
-    return page(f"Slowdown report: {runs}", subtitle, sections, result.notes), drawn
+    return page(f"Slowdown report: {runs}", subtitle, sections, result.notes, lead=_lead(ranked.causes)), drawn
 
 
-def _whatif(timeline: Timeline, result: DetectResult) -> str:
-    """The steps replayed as they ran and without each cause (`traceql whatif`), and each run's verdict."""
-    ranked = run_steps(timeline, result)
-    done = ranked.replayed or replayed(timeline, result)
+def _lead(causes: pl.DataFrame) -> str:
+    """The page's first line: each run's largest cause and what it costs."""
+    tops = [row for (_,), part in causes.group_by("run_id", maintain_order=True) for row in part.head(1).to_dicts()]
+    if not tops:
+        return ""
+    many = len(tops) > 1
+    return "; ".join(f"{row['run_id'] + ': l' if many else 'L'}argest cause: {sentence(row)}" for row in tops)
+
+
+def _causes(causes: pl.DataFrame, unaligned: list[str]) -> str:
+    """Each run's causes, largest first, as `detect`, `ranks` and `whatif` print them."""
+    parts = [f"<p><b>{html.escape(run)}</b>: its ranks' clocks disagree: no cause is priced (a replay joins the "
+             "ranks at their collectives).</p>" for run in unaligned]
+    for (run_id,), part in causes.group_by("run_id", maintain_order=True):
+        items = "".join(f"<li>{html.escape(sentence(row))}</li>" for row in part.to_dicts())
+        parts.append(f"<p><b>{html.escape(run_id)}</b></p><ol>{items}</ol>")
+    if not parts:
+        return "<p>No step to price (no step ranges, or no GPU activity).</p>"
+    return "".join(parts) + ("<p class='note'>Each: what a normal step (the first captured left out) would be "
+                             "shorter without it, replayed (traceql whatif); priced one at a time, so they "
+                             "overlap. A straggler's cost holds the slowdowns of the ranks that waited for it.</p>")
+
+
+def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
+    """What each cause saves a step, from the replay (`traceql whatif`), and each run's verdict."""
+    if ranked.replayed is None:
+        return "<p>Not replayed: the ranks' clocks disagree (see the notes).</p>"
+    done = ranked.replayed
     bounds = run_errors(timeline, ranked)
     verdicts = []
     for run_id in done.steps["run_id"].unique(maintain_order=True).to_list():
@@ -116,10 +145,12 @@ def _whatif(timeline: Timeline, result: DetectResult) -> str:
         comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
         v = verdict(run_id, mine, ranks, comm, bounds)
         verdicts.append(f"<p><b>{html.escape(run_id)}</b>: {html.escape(v.text)}.</p>")
-    return (figure(figures.whatif_steps(done.steps)) + "".join(verdicts)
+    drawn = figure(figures.whatif_savings(done.steps)) if not done.steps.filter(~pl.col("first")).is_empty() else ""
+    return (drawn + "".join(verdicts)
             + "<p class='note'>A replay of the run from what each GPU activity and CPU launch waited for; each "
-              "what-if replays one step at a time, the rest as it ran. * the first captured step: shown, not "
-              "judged.</p>")
+              "what-if replays one step at a time, the rest as it ran. Bars: what each normal step would save "
+              "without each cause (from 0); overlap: what running communication beside computation saves against "
+              "serializing it (below 0 where it costs). The first captured step is left out.</p>")
 
 
 def _rank_table(result: DetectResult) -> str:

@@ -6,12 +6,17 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-COLOURS = {"slowed": "#d62728", "compute": "#7f9fbf", "communication": "#ff9f1c", "memory": "#9467bd"}
+# one meaning a colour, in every figure: red is a slowed kernel and nothing else
+COLOURS = {"slowed": "#d62728", "compute": "#7f9fbf", "communication": "#ff9f1c", "memory": "#8c564b"}
+IDLE = "#c7c7c7"
+RANKS = ["#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#274e13", "#6aa84f", "#93c47d", "#b6d7a8"]  # no red
+COLLECTIVES = ["#ff9f1c", "#cb7a00", "#ffcf8a", "#8a5300", "#ffe3bd"]  # communication's own orange
 FONT = {"family": "system-ui, sans-serif", "size": 12}
 
 
 def _layout(fig: go.Figure, height: int, **more: object) -> go.Figure:
     legend = {"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height, "x": 0, **more.pop("legend", {})}
+    legend.setdefault("traceorder", "normal")  # in the order drawn (stacked bars would reverse it)
     fig.update_layout(height=height, margin={"l": 70, "r": 20, "t": 30, "b": 40}, font=FONT,
                       plot_bgcolor="white", legend=legend, **more)
     fig.update_xaxes(gridcolor="#eee")
@@ -54,9 +59,10 @@ def _hover(r: dict) -> str:
 def ratio_histogram(ratios: pl.DataFrame, threshold: float) -> go.Figure:
     """Slowdown ratios of overlapped kernels, one colour per collective they ran next to."""
     fig = go.Figure()
-    for (collective,), part in ratios.group_by("concurrent_comm", maintain_order=True):
+    for i, ((collective,), part) in enumerate(ratios.group_by("concurrent_comm", maintain_order=True)):
         fig.add_trace(go.Histogram(x=part["slowdown_ratio"].clip(upper_bound=3.0).to_list(), name=collective,
-                                   xbins={"start": 0.5, "end": 3.05, "size": 0.05}, opacity=0.75))
+                                   xbins={"start": 0.5, "end": 3.05, "size": 0.05}, opacity=0.75,
+                                   marker={"color": COLLECTIVES[i % len(COLLECTIVES)]}))
     fig.add_vline(x=threshold, line_dash="dash", line_color="#d62728",
                   annotation_text=f"case above {threshold}x", annotation_position="top right")
     return _layout(fig, 360, barmode="overlay", xaxis_title="duration / baseline (3 = 3 or more)",
@@ -70,7 +76,7 @@ def rank_breakdown(ranks: pl.DataFrame) -> go.Figure:
     fig = go.Figure()
     for col, name, colour in (("compute_ns", "compute", COLOURS["compute"]),
                               ("non_compute_ns", "communication and memory only", COLOURS["communication"]),
-                              ("idle_ns", "idle", "#cccccc")):
+                              ("idle_ns", "idle", IDLE)):
         fig.add_trace(go.Bar(y=labels, x=(ranks[col] / 1e6).to_list(), name=name, orientation="h",
                              marker={"color": colour}))
     fig.update_layout(margin={"l": 230})
@@ -80,30 +86,37 @@ def rank_breakdown(ranks: pl.DataFrame) -> go.Figure:
 
 
 def lost_per_step(cost: pl.DataFrame) -> go.Figure:
-    """Time lost in each normal step, stacked by rank (``*``: the first captured step)."""
+    """Time lost in each normal step, stacked by rank (the first captured step left out, as every total)."""
     fig = go.Figure()
-    first = cost["step"].min()
-    for (run, rank), part in cost.group_by("run_id", "rank", maintain_order=True):
-        fig.add_trace(go.Bar(x=[f"step {s}{'*' if s == first else ''}" for s in part["step"].to_list()],
-                             y=(part["time_lost_ns"] / 1e6).to_list(), name=f"{run} rank {rank}"))
+    normal = cost.filter(pl.col("step") != pl.col("step").min().over("run_id"))
+    for i, ((run, rank), part) in enumerate(normal.group_by("run_id", "rank", maintain_order=True)):
+        fig.add_trace(go.Bar(x=[f"step {s}" for s in part["step"].to_list()], y=(part["time_lost_ns"] / 1e6).to_list(),
+                             name=f"{run} rank {rank}", marker={"color": RANKS[i % len(RANKS)]}))
     return _layout(fig, 340, barmode="stack", yaxis_title="ms lost (sum over ranks)")
 
 
-WHATIF = {"replayed_ns": ("as it ran (replayed)", "#7f9fbf"),
-          "without_contention_ns": ("without contention", "#2ca02c"),
-          "without_straggler_ns": ("without the straggler", "#9467bd"),
-          "serialized_ns": ("communication serialized", "#ff9f1c")}
+# each what-if as what it saves a step: (its column, less or more than the replay), its name, its colour
+SAVINGS = {"straggler": ("without_straggler_ns", "without the straggler", "#9467bd"),
+           "contention": ("without_contention_ns", "without contention", "#f4a6a6"),
+           "exposed communication": ("without_communication_ns", "without communication's own time", "#ff9f1c"),
+           "idle": ("without_idle_ns", "without idle (CPU launches at once)", IDLE),
+           "overlap": ("serialized_ns", "overlap, against serialized", "#2ca02c")}
 
 
-def whatif_steps(steps: pl.DataFrame) -> go.Figure:
-    """Per step: its time as replayed, without the slowdown cases, without its straggler, serialized."""
-    runs = steps["run_id"].n_unique() > 1
-    labels = [f"{r} step {s}{'*' if f else ''}" if runs else f"step {s}{'*' if f else ''}"
-              for r, s, f in steps.select("run_id", "step", "first").rows()]
+def whatif_savings(steps: pl.DataFrame) -> go.Figure:
+    """Per normal step: what it would save without each cause (ms, from 0), and what overlap saves against
+    communication serialized after computation (below 0 where overlap costs)."""
+    normal = steps.filter(~pl.col("first"))
+    runs = normal["run_id"].n_unique() > 1
+    labels = [f"{r} step {s}" if runs else f"step {s}" for r, s in normal.select("run_id", "step").rows()]
     fig = go.Figure()
-    for col, (name, colour) in WHATIF.items():
-        fig.add_trace(go.Bar(x=labels, y=(steps[col] / 1e6).to_list(), name=name, marker={"color": colour}))
-    return _layout(fig, 360, barmode="group", yaxis_title="ms a step (* the first captured)")
+    for cause, (col, name, colour) in SAVINGS.items():
+        if normal[col].is_null().all():
+            continue
+        saved = normal[col] - normal["replayed_ns"] if cause == "overlap" else normal["replayed_ns"] - normal[col]
+        fig.add_trace(go.Bar(x=labels, y=(saved.clip(lower_bound=None if cause == "overlap" else 0) / 1e6).to_list(),
+                             name=name, marker={"color": colour}))
+    return _layout(fig, 360, barmode="group", yaxis_title="ms a step saves")
 
 
 def dataset_cases(summary: pl.DataFrame) -> go.Figure:

@@ -13,7 +13,8 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; padding: 0 1rem; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1840px; color: #222; padding: 0 1.5rem; }
+p, ol { max-width: 75rem; } .lead { font-size: 1.1rem; font-weight: 600; margin: .3rem 0; }
 h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
 .sub { color: #666; margin-top: 0; } .note { color: #555; font-size: 13px; }
 .tbl { max-width: 100%; overflow-x: auto; }
@@ -49,12 +50,15 @@ def frame_table(df: pl.DataFrame) -> str:
                  numeric=[t.is_numeric() for t in df.dtypes])
 
 
-def page(title: str, subtitle: str, sections: Sequence[tuple[str, str]], notes: Sequence[str] = ()) -> str:
-    """The whole page: a title, warnings, then (heading, markup) sections."""
+def page(title: str, subtitle: str, sections: Sequence[tuple[str, str]], notes: Sequence[str] = (),
+         lead: str = "") -> str:
+    """The whole page: a title, its ``lead`` (the finding that matters most), warnings, then (heading, markup)
+    sections."""
     warn = "".join(f"<p class='warn'>{html.escape(n)}</p>" for n in notes)
     body = "".join(f"<section><h2>{html.escape(h)}</h2>{content}</section>" for h, content in sections)
     made = time.strftime("%Y-%m-%d %H:%M")
+    first = f"<p class='lead'>{html.escape(lead)}</p>" if lead else ""
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style><script>{get_plotlyjs()}</script></head><body>"
-            f"<h1>{html.escape(title)}</h1><p class='sub'>{html.escape(subtitle)} · made {made} by traceql</p>"
+            f"<h1>{html.escape(title)}</h1>{first}<p class='sub'>{html.escape(subtitle)} · made {made} by traceql</p>"
             f"{warn}{body}</body></html>")

@@ -47,7 +47,8 @@ from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.partial import partial_notes
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
-from traceql.labelling.label import baseline_notes, no_kernels
+from traceql.labelling.causes import priced_causes
+from traceql.labelling.label import baseline_notes, no_kernels, priced
 from traceql.labelling.passes import (
     REPLAY_ACTIVITIES,
     Labelled,
@@ -64,7 +65,7 @@ from traceql.labelling.passes import (
     statistics,
 )
 from traceql.labelling.replayed import KEY as CASE_KEY
-from traceql.labelling.replayed import critical_path, with_cases
+from traceql.labelling.replayed import with_cases
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -225,14 +226,14 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     stored = [settings.path(i, "activities.arrow") for i, r in enumerate(firsts) if r.activities is not None]
     replayable = len(stored) == sum(1 for r in firsts if r.compute) and \
         sum(r.activities or 0 for r in firsts) <= REPLAY_ACTIVITIES
-    if settings.critical and replayable and result.cases():
+    if settings.critical and replayable:
         cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "is_slowdown", "baseline_ns")
         ops = with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect())
         waits = [r.waits for r in firsts if r.waits is not None]
-        result.critical = critical_path(ops, pl.concat(waits) if waits else None, result.steps)
-    elif settings.critical and not replayable and result.cases():
-        result.notes.append(f"note: {shards[0].name}: the critical path of its steps is not measured: more GPU "
-                            f"activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")
+        priced(result, priced_causes(ops, pl.concat(waits) if waits else None, result.steps))
+    elif settings.critical:
+        result.notes.append(f"note: {shards[0].name}: the critical path and the causes' costs are not measured: "
+                            f"more GPU activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")
     discard(stored)
     return result
 

@@ -30,8 +30,9 @@ from traceql.analyzers.metrics import curated_columns, join_metrics
 from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.reports import step_cost
 from traceql.errors import InputError
+from traceql.labelling.causes import Priced, priced_causes
 from traceql.labelling.inputs import Baseline, Timeline
-from traceql.labelling.replayed import activities, critical_path, with_cases
+from traceql.labelling.replayed import activities, with_cases
 from traceql.labelling.result import DetectResult, empty_result, rank_summary
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -220,7 +221,13 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     result = DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
                           rows=out, mode=source.mode, match_rate=rate, notes=notes,
                           metrics_match_rate=metrics_rate, steps=steps)
-    if critical and result.cases():
+    if critical:
         ops = with_cases(activities(kernels, timeline.memops, timeline.ranks), labelled)
-        result.critical = critical_path(ops, timeline.waits, steps)
+        priced(result, priced_causes(ops, timeline.waits, steps))
     return result
+
+
+def priced(result: DetectResult, found: Priced) -> None:
+    """``result`` with its causes, its stragglers' cases and its critical path (``found``)."""
+    result.causes, result.held, result.critical = found.causes, found.held, found.critical
+    result.notes += found.notes

@@ -9,9 +9,9 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
+from traceql.analyzers.causes import ranking, sentence
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
-from traceql.model import schema
 
 KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
@@ -33,6 +33,7 @@ class RunVerdict:
     ranks: int
     clocks_agree: bool = True  # whether its ranks share one clock (else no straggler can be judged)
     lines: list[str] = field(default_factory=list)  # the verdict, a finding a line
+    causes: list[dict[str, Any]] = field(default_factory=list)  # largest first (``analyzers.causes``)
 
     @property
     def text(self) -> str:
@@ -87,24 +88,16 @@ def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFram
     return replay_of(ops, timeline.waits, stragglers)
 
 
-def critical_path(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFrame) -> pl.DataFrame:
-    """Per run of ``ops`` (:func:`with_cases`), what its slowdown cases cost on the critical path
-    (``schema.CRITICAL``): its normal steps' replayed time less their time without the cases, summed (the
-    first captured step left out), and the time they lost in those steps (``lost``: `detect`'s steps)."""
-    done = replay_of(ops, waits, ways=("without_contention_ns",), replay_trace=False).steps.filter(~pl.col("first"))
-    per_run = done.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("steps"), (
-        pl.col("replayed_ns") - pl.col("without_contention_ns")).sum().alias("critical_ns"))
-    in_steps = lost.join(done.select("run_id", "step"), on=["run_id", "step"]).group_by("run_id").agg(
-        pl.col("time_lost_ns").sum().alias("lost_ns"))
-    out = per_run.join(in_steps, on="run_id", how="left").with_columns(pl.col("lost_ns").fill_null(0))
-    return schema.conform(out.sort("run_id"), schema.CRITICAL)
-
-
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
             errors: dict[str, str] | None = None, clocks_agree: bool = True) -> RunVerdict:
-    """One run's verdict (:class:`RunVerdict`) from its steps; ``errors``: what the overlap and straggler lines
-    say of their error on the validation runs (``measured.errors``); ``clocks_agree``: whether its ranks share
-    one clock."""
+    """One run's verdict (:class:`RunVerdict`) from its steps: its causes ranked (``analyzers.causes``), then
+    what overlap saves; ``errors``: what the overlap and straggler lines say of their error on the validation
+    runs (``measured.errors``); ``clocks_agree``: whether its ranks share one clock (else nothing is replayed)."""
+    if not clocks_agree:
+        out = RunVerdict(run_id, 0, None, None, None, None, [], ranks, False)
+        out.lines = ["not replayed: its ranks' clocks disagree (a replay joins the ranks at their collectives): "
+                     "no cause is priced"]
+        return out
     judged = steps.filter(~pl.col("first"))
     if judged.is_empty():
         judged = steps
@@ -122,7 +115,9 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
     stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
     out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks, clocks_agree)
-    out.lines = _findings(out, int(judged["cases"].sum()) if judged.height else 0, errors or {})
+    cases = int(judged["cases"].sum()) if judged.height else 0
+    out.causes = ranking(steps, () if has_comm else (run_id,)).to_dicts()
+    out.lines = _findings(out, cases, errors or {})
     return out
 
 
@@ -134,6 +129,8 @@ def _findings(v: RunVerdict, cases: int, errors: dict[str, str]) -> list[str]:
     if v.step_ns is None:
         return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
     parts = []
+    for c in v.causes:
+        parts.append(sentence(c, errors.get("straggler", "") if c["cause"] == "straggler" else ""))
     if v.overlap_saves_ns is None:
         parts.append("no communication to overlap")
     else:
@@ -144,17 +141,8 @@ def _findings(v: RunVerdict, cases: int, errors: dict[str, str]) -> list[str]:
             parts.append(f"overlap costs {_ms(-v.overlap_saves_ns)}/step against serial{err}")
     if not cases:
         parts.append("no slowdown cases")
-    else:
-        parts.append(f"contention costs {_ms(v.contention_ns or 0)}/step ({v.contention_pct or 0:.1f} %)")
     if v.ranks < 2:
         parts.append("one rank: no straggler to judge")
-    elif not v.clocks_agree:
-        parts.append("stragglers not measured: its ranks' clocks disagree")
     elif not v.stragglers:
         parts.append("no straggler")
-    for s in v.stragglers:
-        plural = "s" if len(s["steps"]) > 1 else ""
-        err = f" ({errors['straggler']})" if "straggler" in errors else ""
-        parts.append(f"the straggler rank {s['rank']} costs {_ms(s['cost_ns'])}{err} in step{plural} "
-                     f"{', '.join(map(str, s['steps']))}")
     return parts

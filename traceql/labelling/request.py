@@ -17,7 +17,7 @@ from traceql.labelling.result import DetectResult
 from traceql.parallel import Pool, Progress
 from traceql.sources import inputs
 from traceql.sources.outputs import check_file_output
-from traceql.sources.runs import split_runs
+from traceql.sources.runs import input_notes, split_runs
 from traceql.sources.shards import Shard
 
 Paths = str | Path | Sequence[str | Path] | None
@@ -52,6 +52,10 @@ class Request:
     def runs(self) -> list[list[Path] | None]:
         """The inputs of each run, in the order given (``traceql.sources.runs``)."""
         return split_runs(self.paths)
+
+    def notes(self) -> list[str]:
+        """What the inputs themselves call for saying (``traceql.sources.runs.input_notes``)."""
+        return input_notes(self.paths)
 
     def read_baseline(self) -> Baseline | None:
         """The isolated runs given, read once (None without)."""

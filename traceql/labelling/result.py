@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers.cases import rank_cases
+from traceql.analyzers.causes import CAUSES, HELD
 from traceql.labelling.sources import LabelSource, combine
 from traceql.model import schema
 
@@ -81,6 +82,9 @@ class DetectResult:
     steps: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.STEP_COST))
     # per run: what the cases cost on the critical path of its normal steps (``labelling.replayed``)
     critical: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.CRITICAL))
+    # per run: its causes ranked by what they cost a step, and the cases its stragglers caused (analyzers.causes)
+    causes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CAUSES))
+    held: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HELD))
 
     @property
     def kernels(self) -> pl.DataFrame:
@@ -153,6 +157,8 @@ class DetectResult:
                 **self.critical_path(),
             },
             "critical_path": self.critical.to_dicts(),
+            "causes": self.causes.to_dicts(),
+            "straggler_cases": self.held.to_dicts(),
             "notes": self.notes,
         }
 
@@ -193,12 +199,14 @@ def _renamed(result: DetectResult, used: set[str]) -> DetectResult:
     if all(k == v for k, v in names.items()):
         return result
     frames = [df.with_columns(pl.col("run_id").replace(names)) if "run_id" in df.columns else df
-              for df in (result.ranks, result.top_signatures, result.steps, result.critical)]
+              for df in (result.ranks, result.top_signatures, result.steps, result.critical, result.causes,
+                         result.held)]
     rows = result.rows.with_columns(pl.col("run_id").replace(names)) if isinstance(result.rows, pl.DataFrame) \
         else replace(result.rows, renames={**result.rows.renames, **names})
     return DetectResult(ranks=frames[0], top_signatures=frames[1], rows=rows, mode=result.mode,
                         match_rate=result.match_rate, notes=result.notes,
-                        metrics_match_rate=result.metrics_match_rate, steps=frames[2], critical=frames[3])
+                        metrics_match_rate=result.metrics_match_rate, steps=frames[2], critical=frames[3],
+                        causes=frames[4], held=frames[5])
 
 
 def _rows(results: list[DetectResult]) -> pl.DataFrame | StoredRows:
@@ -267,4 +275,6 @@ def merge(results: list[DetectResult], *, top: int = 10) -> DetectResult:
         metrics_match_rate=sum(metrics) / len(metrics) if metrics else None,
         steps=pl.concat([r.steps for r in results], how="diagonal_relaxed"),
         critical=pl.concat([r.critical for r in results], how="diagonal_relaxed"),
+        causes=pl.concat([r.causes for r in results]),
+        held=pl.concat([r.held for r in results]),
     )

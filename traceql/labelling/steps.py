@@ -11,8 +11,10 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
+from traceql.analyzers.causes import CAUSES, HELD, ranking
 from traceql.analyzers.steps import STEP_KEY, step_breakdown
-from traceql.analyzers.stragglers import MAX_END_SKEW_NS, MIN_COST_SHARE, arrivals, end_skew, priced, stragglers
+from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
+from traceql.labelling.causes import clock_note, straggler_cases, unnamed
 from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.replayed import replayed
 from traceql.labelling.request import Request
@@ -33,10 +35,15 @@ class RanksResult:
     notes: list[str] = field(default_factory=list)
     unaligned: list[str] = field(default_factory=list)  # runs whose ranks' clocks disagree: no stragglers
     arrivals: pl.DataFrame | None = None  # every rank's arrival at every collective (analyzers.stragglers)
-    replayed: replay.WhatIf | None = None  # the run replayed, where it had a straggler to price
+    replayed: replay.WhatIf | None = None  # the run replayed without each cause (None: its clocks disagree)
+    causes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CAUSES))  # analyzers.causes
+    held: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HELD))  # the stragglers' own cases
+
 
     def to_dict(self) -> dict[str, Any]:
-        return {"modes": self.modes, "stragglers": self.stragglers.to_dicts(), "unaligned_runs": self.unaligned,
+        return {"modes": self.modes, "causes": self.causes.to_dicts(), "straggler_cases": self.held.to_dicts(),
+                "stragglers": self.stragglers.to_dicts(),
+                "unaligned_runs": self.unaligned,
                 "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
 
 
@@ -49,31 +56,25 @@ def _one_run(req: Request, paths: list[Path] | None, baseline: Baseline | None) 
     return run_steps(*req.label(paths, baseline))
 
 
-def disagreeing(arrived: pl.DataFrame) -> list[tuple[str, int]]:
-    """``(run_id, end skew)`` of the runs whose ranks' clocks disagree, from their collectives' ``arrivals``:
-    what every command judges clocks by, so that all say the same."""
-    return [(run, skew) for run, skew in end_skew(arrived).iter_rows() if skew > MAX_END_SKEW_NS]
-
-
 def clocks_disagree(timeline: Timeline) -> list[str]:
     """The runs of ``timeline`` whose ranks' clocks disagree (:func:`disagreeing`)."""
     return [run for run, _ in disagreeing(arrivals(timeline.kernels, timeline.ranks))]
 
 
 def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
-    """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels."""
+    """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels; the run replayed
+    without each cause (its ranking: ``analyzers.causes``), unless its ranks' clocks disagree."""
     steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
              .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
              .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
     arrived = arrivals(timeline.kernels, timeline.ranks)
     notes, unaligned = list(labelled.notes), []
     for run, skew in disagreeing(arrived):
-        notes.append(f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), "
-                     "yet a collective ends on all at once: their clocks disagree (files of different runs?)")
+        notes.append(clock_note(run, skew))
         unaligned.append(run)
     named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
     done = None
-    if not named.is_empty():  # what each cost its step: the replay without it
+    if not timeline.kernels.is_empty() and not unaligned:  # what each cause cost its steps: the replay without it
         done = replayed(timeline, labelled, named)
         named = named.join(done.steps.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                              pl.col("without_straggler_ns").alias("without_ns")),
@@ -84,11 +85,15 @@ def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
         "run_id", "rank", "step", "cost_ns", "step_ns", "without_ns", "held_ns", "waiting_ranks", "held_share",
         "last_at", "collectives")
     named, cheap = priced(named)
-    if done is not None and not cheap.is_empty():
+    causes = pl.DataFrame(schema=CAUSES)
+    if done is not None:
         notes += _cheap_notes(cheap)
-        done = _unnamed(done, cheap)
+        done = replace(done, steps=unnamed(done.steps, cheap))
+        talking = set(timeline.kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
+        causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking)
+    held = straggler_cases(labelled.kernels, timeline.ranks, arrived, named)
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done)
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held)
 
 
 def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
@@ -102,16 +107,6 @@ def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
     return out
 
 
-def _unnamed(done: replay.WhatIf, cheap: pl.DataFrame) -> replay.WhatIf:
-    """``done`` with the steps of ``cheap`` stragglers as if none was named: no straggler, nothing without."""
-    hit = done.steps.join(cheap.select("run_id", "step", pl.lit(True).alias("_cheap")), on=["run_id", "step"],
-                          how="left", maintain_order="left")["_cheap"].fill_null(False)
-    steps = done.steps.with_columns(
-        pl.when(hit).then(None).otherwise(pl.col("straggler_rank")).alias("straggler_rank"),
-        pl.when(hit).then(pl.col("replayed_ns")).otherwise(pl.col("without_straggler_ns")).alias("without_straggler_ns"))
-    return replace(done, steps=steps)
-
-
 def rank_steps(req: Request) -> RanksResult:
     """The steps, stragglers and per-rank breakdown of every run of ``req``, each run taken on its own."""
     baseline = req.read_baseline()
@@ -121,5 +116,7 @@ def rank_steps(req: Request) -> RanksResult:
         stragglers=pl.concat([p.stragglers for p in parts]).sort("run_id", "step", "rank"),
         ranks=pl.concat([p.ranks for p in parts], how="diagonal_relaxed").sort("run_id", "rank"),
         modes={k: v for p in parts for k, v in p.modes.items()},
-        notes=list(dict.fromkeys(n for p in parts for n in p.notes)), unaligned=[u for p in parts for u in p.unaligned],
-        arrivals=pl.concat([p.arrivals for p in parts if p.arrivals is not None]))
+        notes=list(dict.fromkeys([*req.notes(), *(n for p in parts for n in p.notes)])),
+        unaligned=[u for p in parts for u in p.unaligned],
+        arrivals=pl.concat([p.arrivals for p in parts if p.arrivals is not None]),
+        causes=pl.concat([p.causes for p in parts]), held=pl.concat([p.held for p in parts]))

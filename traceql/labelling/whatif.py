@@ -41,7 +41,7 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
     (MB), each step also with its gradients in DDP buckets of that cap (``traceql.labelling.gradients``: the
     model's gradient sizes from the run folder or ``gradients``)."""
     baseline = req.read_baseline()
-    frames, runs, notes, collectives, idles = [], [], [], set(), []
+    frames, runs, notes, collectives, idles = [], [], req.notes(), set(), []
     graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0, "disordered": 0}
     split = req.runs()
     caps = [rebucketing(paths, bucket_cap, gradients) for paths in split] if bucket_cap is not None else []
@@ -54,7 +54,9 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
         idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
         bounds = run_errors(timeline, ranked, own)
-        done = ranked.replayed or replayed(timeline, labelled)
+        # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
+        done = ranked.replayed or (replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
+                                   if ranked.unaligned else replayed(timeline, labelled))
         steps = done.steps
         if caps:
             steps = _rebucketed(timeline, steps, caps[i])

@@ -228,7 +228,7 @@ def _load_run(model: Model, files: list[NsysFile], ranks: list[RankAssignment],
             ranked = _load_kernels(model, f, mine_kernels, ranks)
             _load_memops(model, f, part)
             _load_nvtx(con, f)
-            if part is None:  # what a replay of the whole run reads (`whatif`)
+            if part is None or part.window is None:  # what a replay of a whole rank reads
                 _load_waits(con, f)
             _load_gpus(con, f, ranked)
             con.execute(f"DROP TABLE IF EXISTS _launch_{f.alias}")

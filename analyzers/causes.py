@@ -1,0 +1,116 @@
+"""Causes ranked by what they cost a step: one ranking per run, from its replay (``traceql.analyzers.replay``).
+
+Each cause's cost is what the run's normal steps (the first captured step left out) would be shorter without
+it, replayed, as a mean over those steps (a straggler that held two steps of four costs half of its cost in each
+of them a step) and as a share of the mean replayed step:
+
+- ``straggler`` (one row per rank named): the step without that rank's delays (``without_straggler_ns``); the
+  slowdowns of the ranks that waited for it (their collectives spun beside their computation) are its cost, not
+  contention's;
+- ``contention``: every slowdown case at its baseline (``without_contention_ns``);
+- ``exposed communication``: the collectives' own time gone, the ranks still waiting for each other
+  (``without_communication_ns``);
+- ``idle``: the GPUs never waiting for their CPUs' launches (``without_idle_ns``).
+
+Each is priced on its own, so the costs overlap and do not add up to the step.
+
+:func:`held_cases` tells which slowdown cases ran while their rank waited for a straggler: those are the
+straggler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import polars as pl
+
+CAUSES = {"run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
+          "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64}
+# each cause, the what-if that takes it out (``replay.STEPS``)
+WITHOUT = {"contention": "without_contention_ns", "exposed communication": "without_communication_ns",
+           "idle": "without_idle_ns"}
+HELD = {"run_id": pl.String, "straggler": pl.Int32, "cases": pl.Int64, "lost_ns": pl.Int64}
+
+
+def ranking(steps: pl.DataFrame, silent: Collection[str] = ()) -> pl.DataFrame:
+    """Per run of ``steps`` (``replay.STEPS``), its causes largest first (:data:`CAUSES`: ``cost_ns`` a normal
+    step, ``share`` of the mean replayed step in %, ``steps`` where it cost anything, ``step_cost_ns`` the
+    median cost in those steps). Contention only where the run has slowdown cases, exposed communication only
+    where it has communication (``silent``: the runs without)."""
+    judged = steps.filter(~pl.col("first") & pl.col("replayed_ns").is_not_null())
+    rows: list[dict[str, Any]] = []
+    for (run_id,), part in judged.group_by("run_id", maintain_order=True):
+        n, mean = part.height, float(part["replayed_ns"].mean())  # type: ignore[arg-type]
+        held = part.filter(pl.col("straggler_rank").is_not_null())
+        for (rank,), mine in held.group_by("straggler_rank", maintain_order=True):
+            cost = (mine["replayed_ns"] - mine["without_straggler_ns"]).clip(0)
+            rows.append(_row(run_id, "straggler", rank, cost, mine["step"], n, mean))
+        for cause, column in WITHOUT.items():
+            if part[column].is_null().all() or (cause == "contention" and not part["cases"].sum()) or (
+                    cause == "exposed communication" and run_id in silent):
+                continue
+            cost = (part["replayed_ns"] - part[column]).clip(0).fill_null(0)
+            rows.append(_row(run_id, cause, None, cost, part["step"], n, mean))
+    out = pl.DataFrame(rows, schema=CAUSES)
+    return out.sort("run_id", "cost_ns", descending=[False, True], maintain_order=True)
+
+
+def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.Series, n: int,
+         mean: float) -> dict[str, Any]:
+    hit = cost > 0
+    per_step = float(cost.sum()) / n
+    return {"run_id": run_id, "cause": cause, "rank": rank, "cost_ns": round(per_step),
+            "share": round(100 * per_step / mean, 2) if mean else None, "steps": steps.filter(hit).to_list(),
+            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0}  # type: ignore[arg-type]
+
+
+def label(row: dict[str, Any]) -> str:
+    """A cause as a verdict names it: ``the straggler rank 3``, ``contention`` ..."""
+    return f"the straggler rank {row['rank']}" if row["cause"] == "straggler" else str(row["cause"])
+
+
+def sentence(row: dict[str, Any], error: str = "") -> str:
+    """One cause's verdict: ``the straggler rank 3 costs 14.3 ms/step (15.2 %; 28.7 ms in steps 2, 4)``;
+    ``error``: what such a figure was off by on the validation runs, said in the parentheses."""
+    where = f"; {error}" if error else ""
+    if row["cause"] == "straggler":
+        steps = row["steps"]
+        where = (f"; {row['step_cost_ns'] / 1e6:,.1f} ms in step{'s' if len(steps) > 1 else ''} "
+                 f"{', '.join(map(str, steps))}{where}")
+    return f"{label(row)} costs {row['cost_ns'] / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
+
+
+def held_phrase(held: pl.DataFrame, lead: str = ", of which ") -> str:
+    """What the stragglers' own slowdown cases were (:data:`HELD`), after ``lead`` (to follow a total of the
+    time lost), or nothing where they had none."""
+    parts = [f"{r['lost_ns'] / 1e6:,.1f} ms by {r['cases']:,} cases while the others waited for the straggler rank "
+             f"{r['straggler']}" for r in held.iter_rows(named=True) if r["cases"]]
+    return f"{lead}{'; '.join(parts)}: its cost, not contention's" if parts else ""
+
+
+def held_cases(cases: pl.DataFrame, arrivals: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
+    """Per run and straggler (:data:`HELD`): the slowdown cases that ran, on a rank that waited for it, while
+    that rank waited at a collective the straggler arrived at last, and the time they lost. ``cases``:
+    ``run_id``, ``rank``, ``step``, ``start_ns``, ``end_ns`` (on the run's common clock), ``lost_ns``;
+    ``arrivals``: ``analyzers.stragglers.arrivals``; ``named``: the stragglers (``run_id``, ``step``, ``rank``)."""
+    if named.is_empty() or cases.is_empty():
+        return pl.DataFrame(schema=HELD)
+    key = ["run_id", "step", "collective", "index"]
+    last = arrivals.filter(pl.col("last")).select(*key, pl.col("rank").alias("straggler"))
+    windows = (arrivals.join(last, on=key)
+               .join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32)
+                                  .alias("straggler")), on=["run_id", "step", "straggler"])
+               .filter(pl.col("rank") != pl.col("straggler"), pl.col("wait_ns") > 0)
+               .select("run_id", "step", "rank", "straggler", pl.col("arrival_ns").alias("w0"),
+                       (pl.col("arrival_ns") + pl.col("wait_ns")).alias("w1")))
+    hit = (cases.with_row_index("_case").join(windows, on=["run_id", "step", "rank"])
+           .filter(pl.col("start_ns") < pl.col("w1"), pl.col("end_ns") > pl.col("w0"))
+           .unique("_case", keep="first"))
+    return schema_of(hit.group_by("run_id", "straggler").agg(pl.len().cast(pl.Int64).alias("cases"),
+                                                             pl.col("lost_ns").sum().cast(pl.Int64)))
+
+
+def schema_of(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` as :data:`HELD` has it, sorted."""
+    return frame.select(list(HELD)).cast(HELD).sort("run_id", "straggler")  # type: ignore[arg-type]

@@ -1,0 +1,55 @@
+"""Two more what-ifs on a run's graph (``graph.build``), each a cause's own time taken out, for the ranking of
+causes (``traceql.analyzers.causes``):
+
+- :func:`without_communication`: every communication kernel takes no time of its own: a collective ends as its
+  last rank arrives (the ranks still wait for each other, so a straggler's delay stays), a kernel outside a
+  collective ends as it starts. What the step saves is its exposed communication: the transfers on its
+  critical path.
+- :func:`without_idle`: every CPU launches its next call as soon as the previous one returned (no CPU time
+  between launches, none after a synchronisation, but before a rank's first launch of a step), so that a GPU
+  never waits for its host to feed it; in the steps a straggler held, the straggler's own launches keep their
+  times (that delay is the straggler's).
+  What the step saves is its idle: the GPUs waiting for their CPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+
+from traceql.analyzers.replay.engine import Graph
+from traceql.analyzers.replay.graph import BLOCKED, CHAIN, RunGraph
+
+
+def without_communication(rg: RunGraph) -> Graph:
+    """Communication kernels of no duration of their own (module doc)."""
+    g = rg.graph
+    comm = np.flatnonzero((rg.ops["kind"] == "comm").to_numpy())
+    dur, tail = g.dur.copy(), g.tail.copy()
+    dur[comm] = 0
+    tail[comm] = 0
+    return replace(g, dur=dur, tail=tail)
+
+
+def without_idle(rg: RunGraph, named: pl.DataFrame) -> Graph:
+    """No CPU time between launches (module doc); ``named``: each step's straggler (``run_id``, ``step``,
+    ``rank``), whose launches in that step keep their lags."""
+    g = rg.graph
+    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    cpu = np.isin(rg.edge_kind, (CHAIN, BLOCKED)) & (node >= rg.n_ops)
+    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step")
+    # a rank's first launch of a step keeps its lag: the step begins when it began (its time is measured from
+    # its first GPU start, which would otherwise move earlier while its end stays)
+    first = calls.select(pl.int_range(pl.len()).over("run_id", "rank", "step") == 0).to_series().to_numpy()
+    cpu &= ~first[np.clip(node - rg.n_ops, 0, len(first) - 1)]
+    if not named.is_empty():  # the straggler's launches in the steps it held: its delay is not idle
+        held = calls.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").cast(pl.Int32),
+                                       pl.lit(True).alias("_held")),
+                          on=["run_id", "step", "rank"], how="left", maintain_order="left")["_held"]
+        held_call = held.fill_null(False).to_numpy()
+        cpu &= ~held_call[np.clip(node - rg.n_ops, 0, len(held_call) - 1)]
+    lag = g.pred_lag.copy()
+    lag[cpu] = 0
+    return replace(g, pred_lag=lag)

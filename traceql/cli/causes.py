@@ -1,0 +1,27 @@
+"""The ranking of causes every verdict leads with (``traceql.analyzers.causes``), as the command line prints it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+from traceql.analyzers.causes import held_phrase, sentence
+from traceql.cli.common import console
+
+LEGEND = ("each: what a normal step would be shorter without it, replayed (traceql whatif); priced one at a "
+          "time, so they overlap")
+
+
+def print_causes(causes: Any, run_id: str, held: Any = None) -> None:
+    """One run's causes, largest first, numbered; ``held``: the slowdown cases its stragglers caused."""
+    rows = causes.filter(causes["run_id"] == run_id).to_dicts() if not causes.is_empty() else []
+    if not rows:
+        return
+    console.print(f"[bold]Causes[/bold] of {escape(run_id)}, largest first:")
+    for i, row in enumerate(rows, 1):
+        console.print(f"  {i}. {escape(sentence(row))}")
+    mine = held.filter(held["run_id"] == run_id) if held is not None and not held.is_empty() else None
+    if mine is not None and held_phrase(mine):
+        console.print(held_phrase(mine, "of the slowdowns' time lost, "))
+    console.print(LEGEND)

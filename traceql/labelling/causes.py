@@ -1,0 +1,114 @@
+"""What a run's causes cost, from one replay of its labelled activities: the ranking every verdict leads with
+(``analyzers.causes``), the stragglers priced as `ranks` prices them, the slowdown cases that were a straggler's
+doing, and what the cases cost on the critical path (`detect`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
+from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
+from traceql.labelling.replayed import on_clock, replay_of
+from traceql.model import schema
+
+# the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
+WAYS = ("without_straggler_ns", "without_contention_ns", "without_communication_ns", "without_idle_ns")
+
+
+@dataclass
+class Priced:
+    """A run's causes (``analyzers.causes.CAUSES``), the cases its stragglers caused (``HELD``), what its cases
+    cost on the critical path (``schema.CRITICAL``) and what could not be judged (``notes``)."""
+
+    causes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CAUSES))
+    held: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HELD))
+    critical: pl.DataFrame = field(default_factory=lambda: schema.empty(schema.CRITICAL))
+    notes: list[str] = field(default_factory=list)
+
+
+def clock_note(run: str, skew: int) -> str:
+    """What every command says of a run whose ranks' clocks disagree (``skew``: its collectives' end skew)."""
+    return (f"note: {run}: its collectives end {skew / 1e6:,.1f} ms apart on the ranks (the median), yet a "
+            "collective ends on all at once: their clocks disagree (files of different runs?); no straggler, "
+            "replay or cause is measured")
+
+
+def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[str, int]]]:
+    """The stragglers of ``clocked`` (activities on their run's common clock), unpriced; the arrivals they come
+    from; the runs whose ranks' clocks disagree, with their end skew (none named there)."""
+    comm = clocked.filter(pl.col("kind") == "comm").with_columns(pl.col("collective").alias("short_name"))
+    ranks = clocked.select("run_id", "rank").unique().with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns"))
+    arrived = arrivals(comm, ranks)
+    skewed = disagreeing(arrived)
+    unaligned = [run for run, _ in skewed]
+    spans = (clocked.filter(pl.col("step_kind") == "sync").group_by("run_id", "step", "rank")
+             .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("gpu_ns"))
+             .group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns")))
+    named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), spans)
+    return named, arrived, skewed
+
+
+def priced_causes(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFrame) -> Priced:
+    """``ops`` (``replayed.with_cases``) replayed without each cause: the ranking, the stragglers' cases and the
+    critical path of the cases (``lost``: `detect`'s steps). Runs whose ranks' clocks disagree are not
+    replayed (a collective joins its ranks on one axis, which they do not share)."""
+    clocked = on_clock(ops)
+    named, arrived, skewed = named_stragglers(clocked)
+    out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
+    ops = ops.filter(~pl.col("run_id").is_in([run for run, _ in skewed]))
+    if ops.is_empty():
+        return out
+    done = replay_of(ops, waits, named.select("run_id", "step", "rank"), ways=WAYS).steps
+    named = named.join(done.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
+                                   (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns")),
+                       on=["run_id", "step"], how="left")
+    named, cheap = priced(named)
+    done = unnamed(done, cheap)
+    talking = set(ops.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
+    out.causes = ranking(done, set(done["run_id"].to_list()) - talking)
+    cases = clocked.filter(pl.col("_case")).select(
+        "run_id", "rank", "step", "start_ns", "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
+    out.held = held_cases(cases, arrived, named)
+    out.critical = critical_of(done, lost)
+    return out
+
+
+def straggler_cases(rows: pl.DataFrame, ranks: pl.DataFrame, arrived: pl.DataFrame,
+                    named: pl.DataFrame) -> pl.DataFrame:
+    """The slowdown cases of `detect`'s ``rows`` that were a straggler's doing (``analyzers.causes.held_cases``;
+    ``ranks``: each rank's ``clock_offset_ns``; ``arrived``, ``named``: the arrivals and the stragglers)."""
+    shift = pl.col("clock_offset_ns").fill_null(0)
+    cases = (rows.filter(pl.col("is_slowdown")).join(ranks.select("run_id", "rank", "clock_offset_ns"),
+                                                     on=["run_id", "rank"], how="left")
+             .select("run_id", "rank", "step", pl.col("start_ns") + shift, pl.col("end_ns") + shift,
+                     (pl.col("duration_ns") - pl.col("baseline_ns").round().cast(pl.Int64)).clip(0).alias("lost_ns")))
+    return held_cases(cases, arrived, named)
+
+
+def unnamed(done: pl.DataFrame, cheap: pl.DataFrame) -> pl.DataFrame:
+    """``done`` (``replay.STEPS``) with the steps of ``cheap`` stragglers as if none was named."""
+    if cheap.is_empty():
+        return done
+    hit = done.join(cheap.select("run_id", "step", pl.lit(True).alias("_cheap")), on=["run_id", "step"],
+                    how="left", maintain_order="left")["_cheap"].fill_null(False)
+    return done.with_columns(
+        pl.when(hit).then(None).otherwise(pl.col("straggler_rank")).alias("straggler_rank"),
+        pl.when(hit).then(pl.col("replayed_ns")).otherwise(pl.col("without_straggler_ns"))
+        .alias("without_straggler_ns"))
+
+
+def critical_of(done: pl.DataFrame, lost: pl.DataFrame) -> pl.DataFrame:
+    """Per run (``schema.CRITICAL``): what its cases cost on the critical path of its normal steps (``done``:
+    ``replay.STEPS``), summed, and the time they lost in those steps (``lost``: `detect`'s steps)."""
+    judged = done.filter(~pl.col("first"))
+    per_run = judged.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("steps"), (
+        pl.col("replayed_ns") - pl.col("without_contention_ns")).sum().alias("critical_ns"))
+    in_steps = lost.join(judged.select("run_id", "step"), on=["run_id", "step"]).group_by("run_id").agg(
+        pl.col("time_lost_ns").sum().alias("lost_ns"))
+    out = per_run.join(in_steps, on="run_id", how="left").with_columns(pl.col("lost_ns").fill_null(0))
+    return schema.conform(out.sort("run_id"), schema.CRITICAL)
+
+
