@@ -122,3 +122,15 @@ def test_a_wrong_import_is_caught(importer: str, imported: str) -> None:
     graph = import_graph()
     graph[importer] = graph.get(importer, set()) | {imported}
     assert [v for v in violations(graph) if v.startswith(f"{importer} -> {imported}:")]
+
+
+def test_the_command_line_loads_without_the_analysis_packages() -> None:
+    """`traceql collect` runs on a GPU host that has torch and not polars or DuckDB: the command line's modules
+    import them only when a command that reads traces runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys, traceql.cli; heavy = sorted(m for m in ('polars', 'duckdb', 'sklearn', 'numpy') "
+            "if m in sys.modules); print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -6,8 +6,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from traceql.analyzers.causes import held_phrase, sentence
-from traceql.cli.common import console
+from traceql.cli.common import console, indented
 
 LEGEND = ("each: what a normal step would be shorter without it, replayed (traceql whatif); priced one at a "
           "time, so they overlap")
@@ -15,12 +14,14 @@ LEGEND = ("each: what a normal step would be shorter without it, replayed (trace
 
 def print_causes(causes: Any, run_id: str, held: Any = None) -> None:
     """One run's causes, largest first, numbered; ``held``: the slowdown cases its stragglers caused."""
+    from traceql.analyzers.causes import held_phrase, sentence  # polars: not for `collect` on a GPU host
+
     rows = causes.filter(causes["run_id"] == run_id).to_dicts() if not causes.is_empty() else []
     if not rows:
         return
     console.print(f"[bold]Causes[/bold] of {escape(run_id)}, largest first:")
     for i, row in enumerate(rows, 1):
-        console.print(f"  {i}. {escape(sentence(row))}")
+        indented(f"{i}. {sentence(row)}")
     mine = held.filter(held["run_id"] == run_id) if held is not None and not held.is_empty() else None
     if mine is not None and held_phrase(mine):
         console.print(held_phrase(mine, "of the slowdowns' time lost, "))

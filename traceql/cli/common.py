@@ -240,6 +240,14 @@ def note(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
+def indented(text: str, by: int = 2) -> None:
+    """A line of a list (a verdict's finding, a cause) on stdout, ``by`` cells in, its folded lines as far in."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(Padding(Text(printable(text)), (0, 0, 0, by)))
+
+
 def counted(n: int, what: str, many: str | None = None) -> str:
     """``n`` with thousands separators and ``what``, plural unless one (``many``: the plural, else ``what`` + s):
     ``1 case``, ``6,410 rows``."""

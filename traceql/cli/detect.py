@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from traceql.analyzers.baselines.kinds import CONTAMINATED, ESTIMATED, NONE
-from traceql.analyzers.causes import held_phrase
 from traceql.cli.causes import print_causes
 from traceql.cli.common import (
     BaselineOption,
@@ -74,6 +73,8 @@ def detect(
 
 def print_detect(result: Any) -> None:
     """The human form of :class:`traceql.labelling.result.DetectResult`, laid out for 80 columns."""
+    from traceql.analyzers.causes import held_phrase
+
     console.print(f"[bold]Slowdown detection[/bold]: {result.source.sentence}")
     for run_id in result.causes["run_id"].unique(maintain_order=True).to_list():
         print_causes(result.causes, run_id)
@@ -147,18 +148,22 @@ def _print_metrics(result: Any) -> None:
 
 
 def _print_steps(steps: Any) -> None:
-    """Time lost per normal step, summed over ranks: all of them up to 10, else the 5 worst."""
+    """Time lost per step, summed over each run's ranks: all of them up to 10, else the 5 worst."""
     import polars as pl
 
-    if steps.is_empty():
-        return
-    per = steps.group_by("step").agg(pl.col("time_lost_ns").sum()).sort("step")
-    first = per["step"].min()
-    shown = per if per.height <= 10 else per.sort("time_lost_ns", descending=True).head(5).sort("step")
-    what = "per step" if per.height <= 10 else f"the 5 worst of {per.height} steps"
-    items = ", ".join(f"{s}{'*' if s == first else ''}:{num_ms(v)}" for s, v in shown.iter_rows())
-    console.print(f"ms lost {what} (over ranks): {items}")
-    if first in shown["step"].to_list():
+    runs = steps["run_id"].unique(maintain_order=True).to_list() if not steps.is_empty() else []
+    shown_first = False
+    for run_id in runs:
+        per = (steps.filter(pl.col("run_id") == run_id).group_by("step").agg(pl.col("time_lost_ns").sum())
+               .sort("step"))
+        first = per["step"].min()
+        shown = per if per.height <= 10 else per.sort("time_lost_ns", descending=True).head(5).sort("step")
+        what = "per step" if per.height <= 10 else f"the 5 worst of {per.height} steps"
+        whose = f"{escape(run_id)}: " if len(runs) > 1 else ""
+        items = ", ".join(f"{s}{'*' if s == first else ''}:{num_ms(v)}" for s, v in shown.iter_rows())
+        console.print(f"{whose}ms lost {what} (over ranks): {items}")
+        shown_first |= first in shown["step"].to_list()
+    if shown_first:
         console.print("*: the first captured step (each rank's capture began at its own moment): shown, not a "
                       "normal step")
 

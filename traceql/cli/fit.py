@@ -50,14 +50,29 @@ def fold_name(text: str, width: int) -> str:
                 if current.strip():
                     out.append(current.rstrip())
                     current = ""
-                out.append(token[:width])
-                token = token[width:]
+                cut = _cut(token, width)
+                out.append(token[:cut])
+                token = token[cut:]
             if len(current) + len(token.rstrip()) > width and current.strip():
                 out.append(current.rstrip())
                 current = indent if len(indent) + len(token) <= width else ""
             current += token
         out.append(current.rstrip())
     return "\n".join(out)
+
+
+# inside a word: between a lower-case letter or digit and a capital, or before the last capital of a run of
+# them that starts a word (CUDAKernel: CUDA|Kernel), or between letters and digits
+WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
+
+
+def _cut(token: str, width: int) -> int:
+    """Where to cut ``token``, wider than ``width``: at the last word boundary within it (camelCase, letters
+    and digits) that keeps at least a third of the width, else where the rest keeps at least 4 characters."""
+    inside = [m.start() for m in WORD.finditer(token) if width // 3 <= m.start() <= width]
+    if inside:
+        return inside[-1]
+    return width if len(token) - width >= 4 or width <= 8 else max(width // 2, len(token) - 4)
 
 
 class FitTable:

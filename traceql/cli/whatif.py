@@ -16,6 +16,7 @@ from traceql.cli.common import (
     console,
     emit_json,
     guarded,
+    indented,
     note,
     progress_bar,
     table,
@@ -55,7 +56,7 @@ def whatif(
                          bucket_cap)
         console.print(f"[bold]Verdict[/bold] for {verdict.run_id}:")
         for line in verdict.lines:
-            console.print(f"  {line}")
+            indented(line)
     if result.measured:
         console.print(f"The what-if was {result.measured}.")
     g = result.graph

@@ -101,6 +101,7 @@ def detect(
             results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
                                            progress=progress, critical=True)
     result = merge([r for r in results if r is not None], top=top)
+    result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
     if out is not None:
         write_rows(result, Path(out), out_format)
     return result

@@ -57,6 +57,7 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace,
                   outputs={"--output": output})
     timeline, result = req.label_all()
+    result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
     html_text, drawn = _trace_page(timeline, result, step, threshold)
     atomic_write(output, lambda fh: fh.write(html_text.encode()))
     return ReportResult(output, drawn, result.cases(), "trace", result.notes)
