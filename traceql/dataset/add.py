@@ -17,6 +17,7 @@ import polars as pl
 
 from traceql.dataset.entries import Outcome, content_id
 from traceql.dataset.store import Dataset
+from traceql.dataset.summary import training_rows
 from traceql.errors import OptionError, TraceqlError
 from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
 from traceql.labelling.label import label
@@ -153,7 +154,10 @@ def label_one(source: Source, shared: Shared) -> Labelled:
             "time_lost_ns": totals["time_lost_ns"], "notes": result.notes,
             "versions": _versions()}
     how = f" vs {baseline_path.name} ({rate:.0%} match)" if baseline_path else ""
-    return Labelled(entry, name, cfg, rows, info, Outcome(entry, "added", rows.height, totals["cases"],
+    training = training_rows(rows.lazy()).select(pl.len()).collect().item()
+    if training < rows.height:  # counted as `dataset summary` counts them: its isolated steps' rows apart
+        how += f"; and {rows.height - training:,} rows of isolated steps (the reference, not counted)"
+    return Labelled(entry, name, cfg, rows, info, Outcome(entry, "added", training, totals["cases"],
                                                           totals["time_lost_ns"], f"labels: {result.mode}{how}",
                                                           totals["undecided"]))
 

@@ -9,14 +9,20 @@ import polars as pl
 from traceql.dataset.store import Dataset
 
 
+def training_rows(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """``rows`` of a dataset without those of its isolated steps (``baseline_kind`` reference): a reference,
+    not training, counted by no total."""
+    if "baseline_kind" in rows.collect_schema().names():
+        return rows.filter(pl.col("baseline_kind").fill_null("") != "reference")
+    return rows
+
+
 def summary(root: str | Path) -> pl.DataFrame:
     """Per model and configuration: entries, kernel rows, cases, undecided rows (``is_slowdown`` null), the cases'
     share of the decided rows (``case_pct``), time lost, slowdown ratio distribution. The rows of isolated steps
     (``baseline_kind`` reference) are a reference, not training: not counted."""
     ds = Dataset(root)
-    rows = ds.scan()
-    if "baseline_kind" in rows.collect_schema().names():
-        rows = rows.filter(pl.col("baseline_kind").fill_null("") != "reference")
+    rows = training_rows(ds.scan())
     case = pl.col("is_slowdown")
     ratio = pl.col("slowdown_ratio").filter(case)
     return ds.collect(

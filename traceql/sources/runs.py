@@ -12,6 +12,7 @@ a run of its own. Nsight Compute CSVs hold no timeline: they go with the first r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
@@ -45,6 +46,38 @@ def split_runs(paths: str | Path | Sequence[str | Path] | None) -> list[list[Pat
     if len(runs) == 1:
         return [None if not paths else [Path(p) for p in given]]
     return list(runs)
+
+
+SINGLE = re.compile(r"[_-]single(?:[_-]|\.|$)", re.IGNORECASE)  # a name an isolated run's export often has
+TOOLS = {"nsys-sqlite": "Nsight Systems", "kineto-json": "torch.profiler", "ncu-csv": "Nsight Compute"}
+
+
+def input_notes(paths: str | Path | Sequence[str | Path] | None) -> list[str]:
+    """What the folders given (not `traceql collect` run folders) call for saying: traces of more than one
+    profiler (each profiler's become runs of their own), and isolated runs (``*_single``) among the others,
+    which could be their baseline."""
+    notes = []
+    for folder in ([paths] if isinstance(paths, (str, Path)) else list(paths or [])):
+        if not Path(folder).is_dir():
+            continue
+        files = inputs.resolve([folder])
+        single = [f.path.name for f in files if f.run is None and SINGLE.search(f.path.name)]
+        if single and len(single) < len([f for f in files if f.run is None]):
+            one = len(single) == 1
+            notes.append(f"note: {folder}: {', '.join(single)} "
+                         + ("looks like an isolated run (*_single), labelled here as a run of its own; to label "
+                            "the others against it, give it with --baseline" if one else
+                            "look like isolated runs (*_single), each labelled here as a run of its own; to label "
+                            "the others against them, give them with --baseline"))
+        order = [*TOOLS, *sorted({f.fmt for f in files} - set(TOOLS))]
+        tools = sorted({f.fmt for f in files if f.run is None}, key=order.index)
+        if len(tools) > 1:
+            held = ", ".join(f"{TOOLS.get(t, t)} {sum(f.fmt == t for f in files)}" for t in tools)
+            ncu = " (an Nsight Compute CSV is no timeline: give it to detect with --metrics)" \
+                if "ncu-csv" in tools else ""
+            notes.append(f"note: {folder}: traces of several profilers ({held}) are not one run: each "
+                         f"profiler's timelines are taken as runs of their own, their totals not added{ncu}")
+    return notes
 
 
 def _run_keys(files: list[inputs.InputFile]) -> dict[Path, Hashable]:
