@@ -20,7 +20,9 @@ MAX_WORLD = 1 << 20  # ranks of one run: past the largest clusters, a typing mis
 LOCAL_KEYS: dict[str, Field] = {"world_size": integer(1, most=MAX_WORLD), "cap_size": number(0, above=True),
                                 "epochs": integer(1), "batchsize": integer(1)}
 # optional: one rank sleeps at the start of chosen window steps (``step_<i>``), making it the straggler the
-# others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}
+# others wait for: {"rank": 1, "steps": [2, 4], "sleep_ms": 40}; with "at": "backward", after the step's
+# backward returns instead, while its GPU still runs the work queued (a sleep the GPU may absorb)
+STRAGGLER_AT = ("start", "backward")
 # optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of
 # batchsize each, DDP's all-reduce on the last only (what `traceql solve` chooses; 1 and 1 by default)
 # optional counterfactuals (collectors/counterfactuals.py): "comm": "serial" defers DDP's all-reduces until
@@ -92,9 +94,13 @@ def check_straggler(value: Any, world: int, where: str, *, key: str = "straggler
                     ) -> None:
     """The ``straggler`` option: ``{"rank": R, "steps": [i, ...], "sleep_ms": M}``, R a rank of the run (and
     ``gpu_delay``: ``{"rank": R, "steps": [i, ...], "ms": M}``)."""
-    shape = f'{key} must be {{"rank": R, "steps": [i, ...], "{length}": M}}'
-    if not isinstance(value, dict) or set(value) != {"rank", "steps", length}:
+    at = ', "at": "start" or "backward"' if key == "straggler" else ""
+    shape = f'{key} must be {{"rank": R, "steps": [i, ...], "{length}": M{at}}}'
+    if not isinstance(value, dict) or not {"rank", "steps", length} <= set(value) <= {
+            "rank", "steps", length, *(("at",) if at else ())}:
         raise CollectError(f"{where}: {shape}, got {json.dumps(value)}")
+    if value.get("at", "start") not in STRAGGLER_AT:
+        raise CollectError(f"{where}: {key} at must be \"start\" or \"backward\", got {json.dumps(value['at'])}")
     rank, steps, ms = value["rank"], value["steps"], value[length]
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
         raise CollectError(f"{where}: {key} rank must be a rank of the run (0..{world - 1}), "

@@ -96,6 +96,7 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                         mod.backward_pass(mod.forward_pass(model, inputs))
                         if serial is not None:  # comm=serial: the buckets all-reduced after the backward
                             serial.flush()
+                window.after_backward(epoch, index)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
     result["step_times_ms"] = window.times
@@ -201,6 +202,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--virtual-workers", type=int, default=1)
     ap.add_argument("--straggler", type=rank_steps_ms, default=None,
                     help="RANK:STEPS:MS: rank RANK sleeps MS ms at the start of window steps STEPS (1,3)")
+    ap.add_argument("--straggler-at", default="start", choices=["start", "backward"],
+                    help="where in the step the straggler sleeps: at its start, or after its backward")
     ap.add_argument("--gpu-delay", type=rank_steps_ms, default=None,
                     help="RANK:STEPS:MS: rank RANK's GPU spins MS ms at the start of window steps STEPS")
     ap.add_argument("--comm", default="overlap", choices=["overlap", "serial"],

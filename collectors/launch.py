@@ -112,6 +112,8 @@ def straggler_args(local: dict[str, Any]) -> list[str]:
         if local.get(key):
             late = local[key]
             out += [flag, f"{late['rank']}:{','.join(str(i) for i in late['steps'])}:{late[length]}"]
+            if late.get("at", "start") != "start":
+                out += ["--straggler-at", late["at"]]
     return out
 
 

@@ -45,6 +45,7 @@ class Window:
         self.base = self.run_dir / "traces" / f"{args.run_name}_rank{rank}"
         lag = getattr(args, "straggler", None)
         self.sleeps = (lag[1], lag[2] / 1e3) if lag and lag[0] == rank else (frozenset(), 0.0)
+        self.sleep_at = getattr(args, "straggler_at", "start")
         late = getattr(args, "gpu_delay", None)
         self.delay = GpuDelay(late[1], late[2]) if late and late[0] == rank and use_cuda else None
         mine = rank in args.profile_ranks  # with --profiler none too: the cost of isolated steps, unprofiled
@@ -131,7 +132,7 @@ class Window:
             self._begin()
         t0 = time.perf_counter()
         with self._marked(f"step_{index}" if inside else f"epoch{epoch}_step_{index}"):
-            if inside and index in self.sleeps[0]:  # the injected straggler: its step starts late
+            if inside and index in self.sleeps[0] and self.sleep_at == "start":  # the injected straggler: late
                 time.sleep(self.sleeps[1])
             if inside and self.delay is not None:  # the injected GPU delay: a spin kernel on the compute stream
                 self.delay.at(index)
@@ -141,6 +142,13 @@ class Window:
             self.prof.step()
         if inside and index == self.start + self.count - 1:
             self._end()
+
+    def after_backward(self, epoch: int, index: int) -> None:
+        """The injected straggler's sleep where it is asked for after the backward (``--straggler-at
+        backward``): the CPU sleeps while the GPU runs what the backward queued."""
+        inside = epoch == self.epoch and self.start <= index < self.start + self.count
+        if inside and index in self.sleeps[0] and self.sleep_at == "backward":
+            time.sleep(self.sleeps[1])
 
     @contextmanager
     def isolated(self, epoch: int, index: int):  # noqa: ANN201 - a context manager

@@ -169,3 +169,22 @@ def test_the_gate_passes_runs_without_a_regression(invoke) -> None:
     result = invoke("diff", RUNS / "gpt2-4rank-nsys", RUNS / "gpt2-4rank-cap2-nsys", "--fail-above", "3")
     assert result.exit_code == 0, result.stderr
     assert "): no change" in " ".join(result.stdout.split())
+
+
+def test_a_sleep_the_gpu_absorbed_passes_the_gate_and_the_same_sleep_at_the_step_s_start_fails_it(invoke) -> None:
+    """Three GPT-2 runs of one session on 2 × H100: rank 1 slept 25 ms after its backward in steps 2 and 4,
+    while its GPU still ran the work the backward queued (absorbed: no rank waited), and, in another run, 10 ms
+    at the start of those steps (its GPU idle, the other rank waiting). The gate fails on the second alone, and
+    `ranks` names a straggler there alone."""
+    from traceql.commands.ranks import ranks
+
+    absorbed = invoke("diff", RUNS / "gpt2-balanced-nsys", RUNS / "gpt2-absorbed25-nsys", "--fail-above", "3",
+                      "--format", "json")
+    assert absorbed.exit_code == 0, absorbed.stderr
+    assert abs(json.loads(absorbed.stdout)["step_time"]["change_pct"]) < 2
+    late = invoke("diff", RUNS / "gpt2-balanced-nsys", RUNS / "gpt2-late-nsys", "--fail-above", "3", "--format",
+                  "json")
+    assert late.exit_code == 1 and json.loads(late.stdout)["step_time"]["p90_change_pct"] > 5
+    assert ranks(RUNS / "gpt2-absorbed25-nsys").stragglers.is_empty()
+    named = ranks(RUNS / "gpt2-late-nsys").stragglers
+    assert named["rank"].to_list() == [1, 1] and named["step"].to_list() == [2, 4]
