@@ -1,5 +1,6 @@
 """The picture of the report in the README and the docs (docs/images/report.png): the embedded example's report,
-its top (summary, per-rank table, the step's timeline), rendered in headless Chromium.
+its top (the largest cause, the causes ranked, the per-rank table, the step's timeline), rendered in headless
+Chromium.
 
     python bench/report_picture.py [--chromium /usr/bin/chromium]
 """
@@ -31,7 +32,7 @@ def main() -> None:
             page = browser.new_context(viewport={"width": 1100, "height": 800}, device_scale_factor=0.8).new_page()
             page.goto(page_path.as_uri())
             page.wait_for_function("document.querySelectorAll('.plot-container svg.main-svg').length > 3")
-            box = page.locator("section").nth(1).bounding_box()
+            box = page.locator("section").nth(2).bounding_box()  # causes, per rank, the timeline
             out = ROOT / "docs" / "images" / "report.png"
             page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": 1100, "height": box["y"] + box["height"]})
             browser.close()
