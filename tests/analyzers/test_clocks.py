@@ -24,12 +24,21 @@ needs_public = pytest.mark.skipif(not FILTER.exists(), reason="../shared/dataset
 @needs_public
 def test_clocks_that_disagree_are_said_alike_everywhere(tmp_path: Path) -> None:
     assert clocks_disagree(read_timeline(FILTER)) == ["sampled"]
-    assert traceql.ranks(FILTER).unaligned == ["sampled"]
-    (run,) = traceql.whatif(FILTER).runs
-    assert not run.clocks_agree and "stragglers not measured: its ranks' clocks disagree" in run.lines
-    assert "no straggler" not in run.lines
+    ranked = traceql.ranks(FILTER)
+    assert ranked.unaligned == ["sampled"] and ranked.causes.is_empty()
+    said = [n for n in ranked.notes if "their clocks disagree" in n]
+    assert len(said) == 1 and said[0].endswith("no straggler, replay or cause is measured")
+    what = traceql.whatif(FILTER)
+    (run,) = what.runs
+    assert not run.clocks_agree and run.causes == [] and what.steps.is_empty()  # nothing replayed, nothing drawn
+    assert run.lines == ["not replayed: its ranks' clocks disagree (a replay joins the ranks at their collectives): "
+                         "no cause is priced"]
+    found = traceql.detect(FILTER)
+    assert found.causes.is_empty() and found.critical.is_empty()  # no critical path on an axis it cannot trust
+    assert said[0] in what.notes and said[0] in found.notes  # the same words from every command
     report(FILTER, output=tmp_path / "r.html")
     html = (tmp_path / "r.html").read_text()
+    assert said[0] in html and "no cause is priced" in html
     assert "each rank is drawn from its own first start" in html and "share one time axis" not in html
     assert "ms from the rank's own first GPU work of the step" in html  # the axis says so too
 
@@ -37,7 +46,7 @@ def test_clocks_that_disagree_are_said_alike_everywhere(tmp_path: Path) -> None:
 def test_one_clock_is_judged_and_drawn_on_it(tmp_path: Path) -> None:
     assert clocks_disagree(read_timeline(DDP_TRACE)) == []
     (run,) = traceql.whatif(DDP_TRACE).runs
-    assert run.clocks_agree and "stragglers not measured" not in run.text
+    assert run.clocks_agree and "not replayed" not in run.text and run.causes
     report(DDP_TRACE, output=tmp_path / "r.html")
     assert "The ranks share one time axis" in (tmp_path / "r.html").read_text()
 

@@ -152,3 +152,17 @@ def test_scoring_threads_follow_omp_num_threads(monkeypatch) -> None:
     for bad in ("", "0", "two"):
         monkeypatch.setenv("OMP_NUM_THREADS", bad)
         assert threads() == cores()
+
+
+@pytest.mark.parametrize(("trace", "threshold"), [(RUNS / "gpt2-4rank-nsys", 1.2), (INRUN_TRACE, 1.2),
+                                                  (RUNS / "gpt2-4rank-nsys", 1.5),
+                                                  corpus(NSYS / "gpt2_ddp2_cap2.sqlite", 1.2, id="gpt2_ddp2_cap2")])
+def test_every_case_is_at_least_the_threshold(trace, threshold: float) -> None:
+    """`--threshold` means one thing whatever labelled the run (the detector, the trace's own isolated steps):
+    a case's duration is at least the threshold times its baseline, and so the median ratio of every slowed
+    signature `detect` lists."""
+    result = detect(trace, threshold=threshold)
+    cases = result.kernels.filter(pl.col("is_slowdown"))
+    assert cases.height > 50
+    assert (cases["duration_ns"] >= threshold * cases["baseline_ns"] - 1).all()
+    assert (result.top_signatures["median_ratio"] >= threshold).all()

@@ -129,3 +129,35 @@ def test_bad_input(invoke, tmp_path: Path, make, phrase: str, code: int, where: 
     assert result.stderr.count("\n") == 1 and str(path) in result.stderr and phrase in result.stderr
     if before:
         assert sha256(path) == before
+
+
+def test_a_folder_of_several_profilers_traces_is_said_to_be_several_runs(invoke, tmp_path: Path) -> None:
+    """An nsys rank, a Kineto rank and an Nsight Compute CSV in one folder: not one run; each profiler's runs
+    are shown apart, their losses per step not added; an isolated run's export among them is offered as a
+    baseline."""
+    import shutil
+
+    from tests.paths import ROOT
+
+    runs = ROOT / "datasets" / "runs"
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    shutil.copy(runs / "gpt2-straggler-nsys/traces/gpt2-straggler-nsys_rank0.sqlite", folder)
+    shutil.copy(runs / "gpt2-torch/traces/gpt2-torch_rank1.json.gz", folder)
+    shutil.copy(runs / "gpt2-ncu/traces/gpt2-ncu_rank0_raw.csv", folder)
+    result = invoke("detect", folder)
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert (f"note: {folder}: traces of several profilers (Nsight Systems 1, torch.profiler 1, Nsight Compute 1) "
+            "are not one run") in said and "give it to detect with --metrics" in said
+    per_step = [x for x in result.stdout.splitlines() if "ms lost per step" in x]
+    assert [x.split(":")[0] for x in per_step] == ["gpt2-straggler-nsys_rank0", "gpt2-torch"]
+
+    single = tmp_path / "with-single"
+    single.mkdir()
+    shutil.copy(ROOT / "datasets/default/gpt2-nsys/traces/gpt2-nsys_rank0.sqlite", single / "gpt2_ddp2.sqlite")
+    shutil.copy(ROOT / "datasets/default/gpt2-single-nsys/traces/gpt2-single-nsys_rank0.sqlite",
+                single / "gpt2_single.sqlite")
+    said = " ".join(invoke("detect", single).stderr.split())
+    assert (f"note: {single}: gpt2_single.sqlite looks like an isolated run (*_single), labelled here as a run of "
+            "its own; to label the others against it, give it with --baseline") in said

@@ -21,7 +21,12 @@ def test_stragglers_come_first_with_every_figure_whole(invoke, width: int) -> No
     table = invoke("ranks", FOUR).stdout
     data = json.loads(invoke("ranks", FOUR, "--format", "json").stdout)
     assert "…" not in table and max(len(line) for line in table.splitlines()) <= width
-    assert table.startswith("Stragglers of gpt2-4rank-straggler-nsys")
+    # the causes first, the straggler first among them, priced as the stragglers' table prices it
+    causes = table.split("Stragglers of gpt2-4rank-straggler-nsys")[0]
+    assert causes.startswith("Causes of gpt2-4rank-straggler-nsys, largest first:\n  1. the straggler rank 2 costs ")
+    top = data["causes"][0]
+    held = sum(s["cost_ns"] for s in data["stragglers"])
+    assert top["cost_ns"] == pytest.approx(held / 4, abs=1) and f"{top['cost_ns'] / 1e6:,.1f} ms/step" in causes
     assert [{k: s[k] for k in ("rank", "step", "waiting_ranks")} for s in data["stragglers"]] == [
         {"rank": 2, "step": 2, "waiting_ranks": [0, 1, 3]}, {"rank": 2, "step": 4, "waiting_ranks": [0, 1, 3]}]
     lines = table.splitlines()
@@ -43,7 +48,8 @@ def test_stragglers_come_first_with_every_figure_whole(invoke, width: int) -> No
 def test_a_balanced_run_says_so(invoke) -> None:
     result = invoke("ranks")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.startswith("No straggler in gpt2-nsys")
+    assert result.stdout.startswith("Causes of gpt2-nsys, largest first:") and "straggler rank" not in result.stdout
+    assert "\nNo straggler in gpt2-nsys" in result.stdout
     assert json.loads(invoke("ranks", "--format", "json").stdout)["stragglers"] == []
 
 

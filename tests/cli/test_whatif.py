@@ -25,8 +25,13 @@ def test_whatif_as_a_user_runs_it(invoke, width: int) -> None:
         cells = [f"{s['step']}{'*' if s['first'] else ''}",
                  *(f"{s[k] / 1e6:,.2f}" for k in ("measured_ns", "replayed_ns", "without_straggler_ns"))]
         assert any(line.split()[:4] == cells for line in lines), cells
-    assert "  the straggler rank 1 costs " in table.stdout
-    assert data["runs"][0]["verdict"].endswith("in steps 2, 4")
+    verdict = table.stdout.split("Verdict for gpt2-straggler-nsys:\n")[1]
+    assert verdict.startswith("  the straggler rank 1 costs ")  # the largest cause first
+    assert "; 29.7 ms in steps 2, 4; " in data["runs"][0]["verdict"]
+    causes = data["runs"][0]["causes"]
+    assert [c["cause"] for c in causes][0] == "straggler" and all(
+        f"  {c['cause'] if c['cause'] != 'straggler' else 'the straggler rank 1'} costs {c['cost_ns'] / 1e6:,.1f} "
+        "ms/step" in verdict for c in causes)
 
 
 def test_steps_keeps_the_longest(invoke) -> None:

@@ -196,6 +196,10 @@ def test_an_in_run_collection_labels_itself(invoke, tmp_path: Path) -> None:
     (summary,) = json.loads(invoke("dataset", "summary", root, "--format", "json").stdout)
     assert summary["rows"] == rows.filter(pl.col("baseline_kind") != "reference").height < rows.height
     assert summary["cases"] == int(rows["is_slowdown"].sum()) > 100
+    # add counted the rows as summary does: its table's row count is summary's, the reference's rows said apart
+    line = next(x for x in result.stdout.splitlines() if " added " in x)
+    assert f" {summary['rows']:,} " in line and f"{summary['cases']:,}" in line
+    assert f"; and {rows.height - summary['rows']:,} rows" in line  # of isolated steps, folded on the next lines
 
 
 def test_ctrl_c_stops_the_whole_build(tmp_path: Path) -> None:

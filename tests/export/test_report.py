@@ -69,8 +69,9 @@ def test_report_of_the_embedded_example(invoke, tmp_path: Path) -> None:
     assert seen["red"] == in_step > 10  # one red bar per slowed kernel of the step drawn
     assert seen["bars"] > 1000
     assert "Top slowed kernels" in seen["text"] and "Kernel2 [cutlass_80_simt_sgemm" in seen["text"]
-    assert "What if: each cause's cost in step time" in seen["text"]
-    assert "gpt2-nsys: overlap saves " in seen["text"] and "no straggler." in seen["text"]
+    assert "What if: what each cause costs a step" in seen["text"]
+    assert seen["text"].startswith("Slowdown report: gpt2-nsys\n\nLargest cause: idle costs ")
+    assert "overlap saves " in seen["text"] and "no straggler." in seen["text"]
 
 
 def test_report_of_a_four_rank_run(invoke, tmp_path: Path) -> None:

@@ -121,7 +121,8 @@ SchedulerOption = Annotated[str | None, typer.Option("--scheduler", help="label 
 # the labelling options of every command that labels (detect, ranks, report, export)
 BaselineOption = Annotated[list[Path] | None, typer.Option(
     "--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)")]
-ThresholdOption = Annotated[float, typer.Option(help="slowdown ratio that makes a case (above 1.0)")]
+ThresholdOption = Annotated[float, typer.Option(
+    help="a case: overlapped and at least RATIO x its baseline (above 1.0)", metavar="RATIO")]
 HtaCompatOption = Annotated[bool, typer.Option(
     "--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")]
 

@@ -71,6 +71,7 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
         raise OptionError(f"--step {step}: the trace has no normal step {step} "
                                   f"(its steps: {', '.join(map(str, sorted(set(cost['step'].to_list())))) or 'none'})")
     ranked = run_steps(timeline, result)  # the causes and the replay they come from (`ranks`, `whatif`)
+    result.notes[:] = list(dict.fromkeys([*result.notes, *ranked.notes]))  # the clocks', as every command says
     sections = [("Causes, largest first", _causes(ranked.causes, ranked.unaligned)), ("Per rank", _rank_table(result))]
     if drawn is not None:
         chosen = "the step with the most time lost" if step is None else "the step asked for"
