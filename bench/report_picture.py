@@ -34,7 +34,8 @@ def main() -> None:
             page.wait_for_function("document.querySelectorAll('.plot-container svg.main-svg').length > 3")
             box = page.locator("section").nth(2).bounding_box()  # causes, per rank, the timeline
             out = ROOT / "docs" / "images" / "report.png"
-            page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": 1100, "height": box["y"] + box["height"]})
+            page.screenshot(path=str(out), full_page=True,
+                            clip={"x": 0, "y": 0, "width": 1100, "height": box["y"] + box["height"]})
             browser.close()
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
