@@ -176,7 +176,7 @@ def _top_table(result: DetectResult) -> str:
              f"{x['cases']:,} / {x['instances']:,}", f"{x['median_ratio']:.2f}x", f"{x['time_lost_ns'] / 1e6:,.3f}",
              x["concurrent_comm"] or "-"] for x in t.iter_rows(named=True)]
     return table(rows, ["kernel", "grid / block", "cases / instances", "median ratio", "time lost ms", "next to"],
-                 numeric=[False, False, True, True, True, False])
+                 numeric=[False, False, True, True, True, False], whole=["grid / block", "next to"])
 
 
 def _dataset_report(root: Path, output: Path) -> ReportResult:

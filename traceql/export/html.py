@@ -20,7 +20,7 @@ h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-
 .tbl { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; margin: .5rem 0; max-width: 100%; }
 td, th { padding: .25rem .6rem; border-bottom: 1px solid #e4e4e4; overflow-wrap: anywhere; }
-td.n, th.n { white-space: nowrap; }
+td.n, th.n, td.w { white-space: nowrap; }
 .plotly-graph-div { max-width: 100%; }
 th { text-align: left; background: #f6f6f6; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .warn { background: #fff5e6; border-left: 3px solid #ff9f1c; padding: .4rem .8rem; }
@@ -32,15 +32,23 @@ def figure(fig: go.Figure) -> str:
     return pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
 
 
-def table(rows: Sequence[Sequence[object]], header: Sequence[str], *, numeric: Sequence[bool] = ()) -> str:
+def table(rows: Sequence[Sequence[object]], header: Sequence[str], *, numeric: Sequence[bool] = (),
+          whole: Sequence[str] = ()) -> str:
     """An HTML table in a box as wide as the page (a wider table scrolls inside it); cells are escaped; numeric
-    columns right-aligned and whole, text wraps (a long kernel name anywhere)."""
+    columns right-aligned and whole, the ``whole`` columns whole too (a collective's name, a grid), other text
+    wraps (a long kernel name anywhere)."""
     numeric = list(numeric) or [False] * len(header)
-    head = "".join(f"<th class='n'>{html.escape(h)}</th>" if num else f"<th>{html.escape(h)}</th>"
-                   for h, num in zip(header, numeric, strict=True))
-    body = "".join("<tr>" + "".join(f"<td class='n'>{html.escape(str(v))}</td>" if num
-                                    else f"<td>{html.escape(str(v))}</td>"
-                                    for v, num in zip(row, numeric, strict=True)) + "</tr>" for row in rows)
+    kinds = ["n" if num else ("w" if h in whole else "") for h, num in zip(header, numeric, strict=True)]
+
+    def cell(tag: str, value: object, kind: str) -> str:
+        if kind:
+            return f"<{tag} class='{kind}'>{html.escape(str(value))}</{tag}>"
+        # text folds after its separators first (a kernel name at its underscores), anywhere only past them
+        return f"<{tag}>{html.escape(str(value)).replace('_', '_<wbr>').replace('/', '/<wbr>')}</{tag}>"
+
+    head = "".join(cell("th", h, "n" if k == "n" else "") for h, k in zip(header, kinds, strict=True))
+    body = "".join("<tr>" + "".join(cell("td", v, k) for v, k in zip(row, kinds, strict=True)) + "</tr>"
+                   for row in rows)
     return f"<div class='tbl'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
