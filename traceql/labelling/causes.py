@@ -60,7 +60,8 @@ def priced_causes(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFr
     ops = ops.filter(~pl.col("run_id").is_in([run for run, _ in skewed]))
     if ops.is_empty():
         return out
-    done = replay_of(ops, waits, named.select("run_id", "step", "rank"), ways=WAYS).steps
+    # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
+    done = replay_of(ops, waits, named.select("run_id", "step", "rank"), ways=WAYS, replay_trace=False).steps
     named = named.join(done.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                    (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns")),
                        on=["run_id", "step"], how="left")
