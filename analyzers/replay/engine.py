@@ -13,8 +13,12 @@ the order they started in the trace, and counted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from traceql.analyzers.replay import compiled
+from traceql.analyzers.replay.compiled import in_trace_order
 
 NEVER = np.iinfo(np.int64).min // 4  # no lower bound
 
@@ -68,8 +72,14 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
     start = np.zeros(n, np.int64) if fixed is None else fixed.start.copy()
     end = np.zeros(n, np.int64) if fixed is None else fixed.end.copy()
     forced = 0
-    for batch in _batches(part, active):
-        forced += _replay_nodes(g, part, batch, start, end, fixed is not None)
+    pos = np.empty(n, np.int64)  # each node's place in the order the nodes started in the trace
+    pos[g.order] = np.arange(n)
+    batches = _batches(part, active)
+    local = np.full(n, -1, np.int64)  # each replayed node's number in its batch
+    for batch in batches:
+        local[batch] = np.arange(len(batch))
+    for batch in batches:
+        forced += _replay_nodes(g, part, batch, start, end, fixed is not None, pos, local)
     return Replayed(start, end, forced)
 
 
@@ -89,41 +99,41 @@ def _batches(part: np.ndarray, active: np.ndarray) -> list[np.ndarray]:
 
 
 def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  has_fixed: bool) -> int:
-    """Replay ``nodes`` (whole parts), their other predecessors at ``end`` as given; ``start``/``end`` updated in
-    place; the nodes released to break a cycle."""
-    n = g.n
-    local = np.full(n, -1, np.int64)
-    local[nodes] = np.arange(len(nodes))
+                  has_fixed: bool, pos: np.ndarray, local: np.ndarray) -> int:
+    """Replay ``nodes`` (whole parts, sorted), their other predecessors at ``end`` as given; ``start``/``end``
+    updated in place (``pos``: each node's place in the trace's order; ``local``: each replayed node's number
+    in its batch); the nodes released to break a cycle."""
     # the edges into replayed nodes: live (from a node replayed in the same part) or fixed (folded in now)
     counts = np.diff(g.pred_ptr)[nodes]
     edge = np.repeat(g.pred_ptr[nodes], counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts,
                                                                                         counts))
-    owner = np.repeat(np.arange(len(nodes)), counts)
+    owner = np.repeat(np.arange(len(nodes)), counts)  # sorted: the edges of each node in turn
     pred, lag = g.pred_idx[edge], g.pred_lag[edge]
-    live = (local[pred] >= 0) & (part[pred] == part[nodes[owner]])
+    at = np.maximum(local[pred], 0)  # a predecessor's number in this batch, where it is in it
+    live = (local[pred] >= 0) & (part[pred] == part[nodes[owner]]) & (nodes[at] == pred)
     floor = g.base[nodes].copy()
     dead = ~live
     if has_fixed and dead.any():
         np.maximum.at(floor, owner[dead], end[pred[dead]] + lag[dead])
-    src, dst, lag_l = local[pred[live]], owner[live], lag[live]
-    order = np.argsort(dst, kind="stable")
+    src, dst, lag_l = at[live], owner[live], lag[live]
+    order = np.arange(len(dst))  # dst is sorted already: the edges grouped by the node they go into
     in_ptr = np.zeros(len(nodes) + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=len(nodes)), out=in_ptr[1:])
     by_src = np.argsort(src, kind="stable")
     out_ptr = np.zeros(len(nodes) + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=len(nodes)), out=out_ptr[1:])
-    trace_order = local[g.order[local[g.order] >= 0]]
+    trace_order = np.argsort(pos[nodes], kind="stable")  # local numbers in the order they started in the trace
     group = g.group[nodes]
-    lists = (floor.tolist(), g.dur[nodes].tolist(), group.tolist(), g.tail[nodes].tolist(), in_ptr.tolist(),
-             src[order].tolist(), lag_l[order].tolist())
-    got = None
+    arrays = (floor, g.dur[nodes], group, g.tail[nodes], in_ptr, src[order], lag_l[order])
+    lists = tuple(a.tolist() for a in arrays) if not compiled.wanted(len(nodes)) else ()
+    got: tuple[Any, Any] | None = None
     if _in_order(trace_order, src, dst, group):
-        got = _in_trace_order(*lists, trace_order.tolist())
+        got = _in_trace_order(*lists, trace_order.tolist()) if lists else in_trace_order(*arrays, trace_order)
     elif g.lane is not None and g.lane_place is not None:
         by_lane = np.lexsort((g.lane_place[nodes], g.lane[nodes]))
         cuts = np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1
-        got = _by_lanes(*lists, [part_.tolist() for part_ in np.split(by_lane, cuts)])
+        lanes = np.split(by_lane, cuts)
+        got = _by_lanes(*lists, [x.tolist() for x in lanes]) if lists else compiled.by_lanes(*arrays, lanes)
     if got is not None:
         got_start, got_end = got
         forced = 0

@@ -144,12 +144,14 @@ def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
 def _bound(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray, end: np.ndarray,
            ) -> tuple[Graph, np.ndarray]:
     """The engine's graph with each edge's lag as the trace shows it (module doc); the edges' order in it."""
-    order = np.lexsort((pred, node))
+    order = np.argsort(node * np.int64(total) + pred, kind="stable")  # by node, then predecessor
     node, pred, lag = node[order], pred[order], lag[order]
     gap = start[node] - end[pred]  # what the trace shows after each predecessor
     value = end[pred] + np.minimum(lag, gap)
     best = np.full(total, NEVER, np.int64)
-    np.maximum.at(best, node, value)
+    if len(node):  # each node's latest constraint: a maximum over its run of edges (sorted by node)
+        heads = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+        best[node[heads]] = np.maximum.reduceat(value, heads)
     binding = np.zeros(len(node), bool)
     first = np.full(total, -1, np.int64)  # one binding edge a node: the first that reaches its latest value
     hit = np.flatnonzero(value == best[node])

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.paths import RUNS
 from traceql.analyzers import replay
 from traceql.analyzers.replay.engine import Graph
 from traceql.analyzers.replay.engine import replay as run_replay
@@ -172,3 +174,17 @@ def test_what_ifs_keep_their_promises(trace: tuple[pl.DataFrame, list[bool], lis
         if not row["cases"]:
             assert row["without_contention_ns"] == row["replayed_ns"]
         assert row["without_straggler_ns"] == row["replayed_ns"]  # no straggler named
+
+
+def test_the_compiled_pass_replays_as_the_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 4-rank straggler run replayed with every what-if, the pass compiled (numba) and in Python: the same
+    nanoseconds for every step and every what-if."""
+    from traceql.analyzers.replay import compiled
+    from traceql.commands.whatif import whatif
+
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    monkeypatch.setattr(compiled, "wanted", lambda nodes: False)
+    python = whatif(run).steps
+    monkeypatch.setattr(compiled, "wanted", lambda nodes: True)
+    compiled = whatif(run).steps
+    assert compiled.equals(python) and python.height == 5

@@ -1,0 +1,169 @@
+"""The replay's longest-path pass in trace order, compiled with numba: the same arithmetic as
+``engine._in_trace_order``, on arrays, for graphs large enough that the pure-Python pass dominates (at 1.8
+million kernels it took 3.5 s a replay; compiled, a few tens of milliseconds).
+
+numba compiles the function the first time a process calls it and caches the machine code on disk (in
+``$NUMBA_CACHE_DIR``, by default ``~/.cache/traceql/numba``), so that later processes load it in a fraction
+of a second; a small graph never imports numba at all (``COMPILED_NODES``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+COMPILED_NODES = 200_000  # nodes replayed at once from which the compiled pass is worth its import
+_PASS: Any = None
+
+
+def _compiled() -> Any:
+    """The compiled pass (numba imported and the function compiled, or loaded from its cache, once)."""
+    global _PASS
+    if _PASS is None:
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "traceql" / "numba"))
+        import numba
+
+        _PASS = numba.njit(cache=True, nogil=True)(_trace_order_pass)
+    return _PASS
+
+
+def wanted(nodes: int) -> bool:
+    """Whether to replay ``nodes`` nodes with the compiled pass: a large graph, or any once it is loaded."""
+    return nodes >= COMPILED_NODES or _PASS is not None
+
+
+def in_trace_order(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
+                   in_src: np.ndarray, in_lag: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every node's start and end (local numbering): each starts at ``floor`` or at its predecessors' ends plus
+    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order``; a
+    collective's members (``group`` >= 0) end together, each ``tail`` after the last one's start."""
+    members = np.flatnonzero(group >= 0)
+    ids, dense = np.unique(group[members], return_inverse=True)
+    by_group = members[np.argsort(dense, kind="stable")]
+    g_ptr = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(dense, minlength=len(ids)), out=g_ptr[1:])
+    local = np.full(len(floor), -1, np.int64)
+    local[members] = dense
+    return _compiled()(floor.astype(np.int64), dur.astype(np.int64), local, tail.astype(np.int64),
+                       in_ptr.astype(np.int64), in_src.astype(np.int64), in_lag.astype(np.int64),
+                       order.astype(np.int64), g_ptr, by_group.astype(np.int64))
+
+
+def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_ptr, g_nodes):  # noqa: ANN001, ANN202
+    m = floor.shape[0]
+    start = np.zeros(m, np.int64)
+    end = np.zeros(m, np.int64)
+    left = g_ptr[1:] - g_ptr[:-1]
+    for idx in range(order.shape[0]):
+        i = order[idx]
+        t = floor[i]
+        for k in range(in_ptr[i], in_ptr[i + 1]):
+            v = end[in_src[k]] + in_lag[k]
+            if v > t:
+                t = v
+        start[i] = t
+        grp = group[i]
+        if grp < 0:
+            end[i] = t + dur[i]
+        else:
+            left[grp] -= 1
+            if left[grp] == 0:
+                last = start[g_nodes[g_ptr[grp]]]
+                for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                    if start[g_nodes[k]] > last:
+                        last = start[g_nodes[k]]
+                for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                    j = g_nodes[k]
+                    end[j] = max(start[j], last + tail[j])
+    return start, end
+
+
+def by_lanes(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
+             in_src: np.ndarray, in_lag: np.ndarray, lanes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``engine._by_lanes`` compiled: the pass a lane at a time, each in its own order, going on to the next lane
+    where one waits; None where every lane waits (a cycle)."""
+    members = np.flatnonzero(group >= 0)
+    ids, dense = np.unique(group[members], return_inverse=True)
+    by_group = members[np.argsort(dense, kind="stable")]
+    g_ptr = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(dense, minlength=len(ids)), out=g_ptr[1:])
+    local = np.full(len(floor), -1, np.int64)
+    local[members] = dense
+    l_ptr = np.zeros(len(lanes) + 1, np.int64)
+    np.cumsum([len(x) for x in lanes], out=l_ptr[1:])
+    flat = np.concatenate(lanes).astype(np.int64) if lanes else np.zeros(0, np.int64)
+    start, end, ok = _compiled_lanes()(
+        floor.astype(np.int64), dur.astype(np.int64), local, tail.astype(np.int64), in_ptr.astype(np.int64),
+        in_src.astype(np.int64), in_lag.astype(np.int64), l_ptr, flat, g_ptr, by_group.astype(np.int64))
+    return (start, end) if ok else None
+
+
+_LANES: Any = None
+
+
+def _compiled_lanes() -> Any:
+    global _LANES
+    if _LANES is None:
+        _compiled()  # numba's cache folder set, numba imported
+        import numba
+
+        _LANES = numba.njit(cache=True, nogil=True)(_lanes_pass)
+    return _LANES
+
+
+def _lanes_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, l_ptr, l_nodes, g_ptr, g_nodes):  # noqa: ANN001, ANN202
+    m = floor.shape[0]
+    start = np.zeros(m, np.int64)
+    end = np.zeros(m, np.int64)
+    done = np.zeros(m, np.bool_)
+    left = g_ptr[1:] - g_ptr[:-1]
+    n_lanes = l_ptr.shape[0] - 1
+    cursors = l_ptr[:-1].copy()
+    moved = True
+    while moved:
+        moved = False
+        for li in range(n_lanes):
+            c = cursors[li]
+            stop = l_ptr[li + 1]
+            while c < stop:
+                i = l_nodes[c]
+                t = floor[i]
+                ready = True
+                for k in range(in_ptr[i], in_ptr[i + 1]):
+                    p = in_src[k]
+                    if not done[p]:
+                        ready = False
+                        break
+                    v = end[p] + in_lag[k]
+                    if v > t:
+                        t = v
+                if not ready:
+                    break
+                start[i] = t
+                c += 1
+                grp = group[i]
+                if grp < 0:
+                    end[i] = t + dur[i]
+                    done[i] = True
+                else:
+                    left[grp] -= 1
+                    if left[grp] == 0:
+                        last = start[g_nodes[g_ptr[grp]]]
+                        for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                            if start[g_nodes[k]] > last:
+                                last = start[g_nodes[k]]
+                        for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                            j = g_nodes[k]
+                            end[j] = max(start[j], last + tail[j])
+                            done[j] = True
+            if c != cursors[li]:
+                cursors[li] = c
+                moved = True
+    ok = True
+    for li in range(n_lanes):
+        if cursors[li] < l_ptr[li + 1]:
+            ok = False
+    return start, end, ok
