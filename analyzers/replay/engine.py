@@ -79,7 +79,7 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
     for batch in batches:
         local[batch] = np.arange(len(batch))
     for batch in batches:
-        forced += _replay_nodes(g, part, batch, start, end, fixed is not None, pos, local)
+        forced += _replay_nodes(g, part, batch, start, end, None if fixed is None else fixed.end, pos, local)
     return Replayed(start, end, forced)
 
 
@@ -99,8 +99,8 @@ def _batches(part: np.ndarray, active: np.ndarray) -> list[np.ndarray]:
 
 
 def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  has_fixed: bool, pos: np.ndarray, local: np.ndarray) -> int:
-    """Replay ``nodes`` (whole parts, sorted), their other predecessors at ``end`` as given; ``start``/``end``
+                  fixed_end: np.ndarray | None, pos: np.ndarray, local: np.ndarray) -> int:
+    """Replay ``nodes`` (whole parts, sorted), their other predecessors at ``fixed_end``; ``start``/``end``
     updated in place (``pos``: each node's place in the trace's order; ``local``: each replayed node's number
     in its batch); the nodes released to break a cycle."""
     # the edges into replayed nodes: live (from a node replayed in the same part) or fixed (folded in now)
@@ -109,12 +109,12 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
                                                                                         counts))
     owner = np.repeat(np.arange(len(nodes)), counts)  # sorted: the edges of each node in turn
     pred, lag = g.pred_idx[edge], g.pred_lag[edge]
-    at = np.maximum(local[pred], 0)  # a predecessor's number in this batch, where it is in it
+    at = np.clip(local[pred], 0, len(nodes) - 1)  # a predecessor's number in this batch, where it is in it
     live = (local[pred] >= 0) & (part[pred] == part[nodes[owner]]) & (nodes[at] == pred)
     floor = g.base[nodes].copy()
     dead = ~live
-    if has_fixed and dead.any():
-        np.maximum.at(floor, owner[dead], end[pred[dead]] + lag[dead])
+    if fixed_end is not None and dead.any():  # the fixed ends, not an earlier batch's (each part on its own)
+        np.maximum.at(floor, owner[dead], fixed_end[pred[dead]] + lag[dead])
     src, dst, lag_l = at[live], owner[live], lag[live]
     order = np.arange(len(dst))  # dst is sorted already: the edges grouped by the node they go into
     in_ptr = np.zeros(len(nodes) + 1, np.int64)

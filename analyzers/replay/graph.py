@@ -274,14 +274,18 @@ def _inferred(start: np.ndarray, end: np.ndarray, latest: np.ndarray, rank_key: 
 
 def _collectives(ops: pl.DataFrame, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per activity: its collective (-1 for none) and its end after the collective's last start (``tail``).
-    The k-th kernel of a collective in a step, on every rank of its run, is one collective; one found on fewer
+    The k-th kernel of a collective in a step (a normal or an isolated one), on every rank of its run, is one
+    collective; one found on fewer
     ranks, or whose members ended before its last member started (clocks that disagree), is none."""
     comm = (ops.filter(pl.col("kind") == "comm")
-            .with_columns(pl.col("step").fill_null(-1), pl.col("collective").fill_null("?"))
+            .with_columns(pl.col("step").fill_null(-1), pl.col("step_kind").fill_null("?"),
+                          pl.col("collective").fill_null("?"))
             .sort("start_ns")
-            .with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "collective").alias("index")))
+            .with_columns(pl.int_range(pl.len()).over("run_id", "rank", "step", "step_kind", "collective")
+                          .alias("index")))
     n_ranks = ops.group_by("run_id").agg(pl.col("rank").n_unique().alias("n_ranks"))
-    key = ["run_id", "step", "collective", "index"]
+    # an isolated step (step_<i>_nosync) shares its number with the step after it, not its collectives
+    key = ["run_id", "step", "step_kind", "collective", "index"]
     comm = (comm.join(n_ranks, on="run_id")
             .filter(pl.len().over(key) == pl.col("n_ranks"), pl.col("n_ranks") > 1)
             .with_columns(pl.struct(key).rank("dense").cast(pl.Int64).alias("g") - 1))

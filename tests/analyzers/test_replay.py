@@ -188,3 +188,15 @@ def test_the_compiled_pass_replays_as_the_python_one(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(compiled, "wanted", lambda nodes: True)
     compiled = whatif(run).steps
     assert compiled.equals(python) and python.height == 5
+
+
+def test_batches_replay_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large run is replayed in batches of whole steps, each numbered on its own: the same steps as one batch
+    (batches of 3,000 nodes on the 4-rank straggler run: several steps a batch, a step a batch, and more)."""
+    from traceql.analyzers.replay import engine
+    from traceql.commands.whatif import whatif
+
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    whole = whatif(run).steps
+    monkeypatch.setattr(engine, "BATCH", 3_000)
+    assert whatif(run).steps.equals(whole)

@@ -228,9 +228,10 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         sum(r.activities or 0 for r in firsts) <= REPLAY_ACTIVITIES
     if settings.critical and replayable:
         cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "is_slowdown", "baseline_ns")
-        ops = with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect())
         waits = [r.waits for r in firsts if r.waits is not None]
-        priced(result, priced_causes(ops, pl.concat(waits) if waits else None, result.steps))
+        priced(result, priced_causes(
+            with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect()),
+            pl.concat(waits) if waits else None, result.steps))
     elif settings.critical:
         result.notes.append(f"note: {shards[0].name}: the critical path and the causes' costs are not measured: "
                             f"more GPU activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")

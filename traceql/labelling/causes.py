@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
-from traceql.labelling.replayed import on_clock, replay_of
+from traceql.labelling.replayed import on_clock
 from traceql.model import schema
 
 # the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
@@ -54,24 +55,28 @@ def priced_causes(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFr
     """``ops`` (``replayed.with_cases``) replayed without each cause: the ranking, the stragglers' cases and the
     critical path of the cases (``lost``: `detect`'s steps). Runs whose ranks' clocks disagree are not
     replayed (a collective joins its ranks on one axis, which they do not share)."""
-    clocked = on_clock(ops)
+    # one copy of the activities, on the common clock, the caller's let go: a large run's replay is its peak
+    clocked = on_clock(ops.filter(pl.col("kind") == "comm"))
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
-    ops = ops.filter(~pl.col("run_id").is_in([run for run, _ in skewed]))
+    talking = set(clocked["run_id"].unique().to_list())
+    del clocked
+    ops = on_clock(ops.filter(~pl.col("run_id").is_in([run for run, _ in skewed])))
     if ops.is_empty():
         return out
+    cases = ops.filter(pl.col("_case")).select(
+        "run_id", "rank", "step", "start_ns", "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
     # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
-    done = replay_of(ops, waits, named.select("run_id", "step", "rank"), ways=WAYS, replay_trace=False).steps
+    done = replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"],
+                        stragglers=named.select("run_id", "step", "rank"), ways=WAYS, replay_trace=False).steps
+    del ops
     named = named.join(done.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                    (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns")),
                        on=["run_id", "step"], how="left")
     named, cheap = priced(named)
     done = unnamed(done, cheap)
-    talking = set(ops.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
     out.causes = ranking(done, set(done["run_id"].to_list()) - talking)
-    cases = clocked.filter(pl.col("_case")).select(
-        "run_id", "rank", "step", "start_ns", "end_ns",
-        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
     out.held = held_cases(cases, arrived, named)
     out.critical = critical_of(done, lost)
     return out

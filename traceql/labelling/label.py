@@ -221,9 +221,9 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
     result = DetectResult(ranks=rank_summary(rank_breakdown(*view), labelled, steps), top_signatures=top_frame,
                           rows=out, mode=source.mode, match_rate=rate, notes=notes,
                           metrics_match_rate=metrics_rate, steps=steps)
-    if critical:
-        ops = with_cases(activities(kernels, timeline.memops, timeline.ranks), labelled)
-        priced(result, priced_causes(ops, timeline.waits, steps))
+    if critical:  # the activities made here and let go inside (a large run's replay is its peak)
+        priced(result, priced_causes(with_cases(activities(kernels, timeline.memops, timeline.ranks), labelled),
+                                     timeline.waits, steps))
     return result
 
 
