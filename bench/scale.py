@@ -12,10 +12,11 @@ with isolated steps (``inrun``), and the torch.profiler run (Kineto). The many-r
 run made longer, its two exports linked (or copied) under the names of ``--ranks`` ranks. ``--one`` adds one
 export of each size: rank 0 alone, made as long as the whole run.
 
-Every command runs in a fresh process; its wall time and peak resident memory (``wait4``) are printed, and
-each time as a multiple of two bare scans of the same kernel tables (connect, ATTACH, read into Arrow; the
-better of two runs): every column (``x all``: the floor any DuckDB reader pays), and only the columns
-`detect` reads (``x cols``). The traces are read once before, so that no command pays the disk.
+Every command runs in a fresh process (``detect`` also with ``--no-causes``: no replay); its wall time and
+peak resident memory (``wait4``) are printed, and each time as a multiple of two bare scans of the same
+kernel tables (connect, ATTACH, read into Arrow; the better of two runs): every column (``x all``: the floor
+any DuckDB reader pays), and only the columns `detect` reads (``x cols``). The traces are read once before,
+so that no command pays the disk.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> No
         args = [str(files[0].parent)] + (["--baseline", str(iso[0].parent)] if iso else [])
         detect_row = measure([*TRACEQL, "detect", *args])
         row(f"traceql detect ({source})", *detect_row, bare)
+        row(f"  --no-causes ({source})", *measure([*TRACEQL, "detect", *args, "--no-causes"]), bare)
         if whatif and source == "detector":
             wall, peak = measure([*TRACEQL, "whatif", *args])
             row("traceql whatif", wall, peak, bare)
@@ -175,6 +177,7 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
     bare = scans(run)
     row("traceql info", *measure([*TRACEQL, "info", str(folder)]), bare)
     row("traceql detect", *measure([*TRACEQL, "detect", str(folder)]), bare)
+    row("  --no-causes", *measure([*TRACEQL, "detect", str(folder), "--no-causes"]), bare)
 
 
 def kineto(copies: int, tmp: Path, hta: str | None) -> None:

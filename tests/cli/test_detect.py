@@ -161,3 +161,22 @@ def test_a_folder_of_several_profilers_traces_is_said_to_be_several_runs(invoke,
     said = " ".join(invoke("detect", single).stderr.split())
     assert (f"note: {single}: gpt2_single.sqlite looks like an isolated run (*_single), labelled here as a run of "
             "its own; to label the others against it, give it with --baseline") in said
+
+
+def test_no_causes_labels_alike_without_the_replay(invoke) -> None:
+    """`--no-causes` skips the replay: the same labels and totals, no causes and no critical path."""
+    import json
+
+    from tests.paths import ROOT
+
+    run = ROOT / "datasets" / "runs" / "gpt2-straggler-nsys"
+    full = json.loads(invoke("detect", run, "--format", "json").stdout)
+    bare = invoke("detect", run, "--no-causes", "--format", "json")
+    assert bare.exit_code == 0, bare.stderr
+    light = json.loads(bare.stdout)
+    assert light["causes"] == light["critical_path"] == light["straggler_cases"] == [] and full["causes"]
+    assert light["totals"]["critical_path_ns"] is None and full["totals"]["critical_path_ns"] is not None
+    assert {k: v for k, v in light["totals"].items() if not k.startswith("critical")} == {
+        k: v for k, v in full["totals"].items() if not k.startswith("critical")}
+    assert light["top_signatures"] == full["top_signatures"]
+    assert "Causes of" not in invoke("detect", run, "--no-causes").stdout

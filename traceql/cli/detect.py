@@ -53,6 +53,8 @@ def detect(
     ] = False,
     workers: WorkersOption = 1,
     scheduler: SchedulerOption = None,
+    causes: Annotated[bool, typer.Option(
+        "--causes/--no-causes", help="replay the run for its causes and critical path (off: faster, lighter)")] = True,
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
     from traceql.commands.detect import detect as run_detect
@@ -60,7 +62,7 @@ def detect(
     with progress_bar("detecting…") as update:
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
                             metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out,
-                            workers=workers, scheduler=scheduler, progress=update)
+                            workers=workers, scheduler=scheduler, progress=update, causes=causes)
     for text in result.notes:
         note(text)
     if out is not None:

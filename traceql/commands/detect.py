@@ -33,13 +33,14 @@ class Labelling:
     top: int
     detector: SlowdownDetector | None
     metrics: pl.DataFrame | None
+    causes: bool = True  # whether each run is replayed for its causes and critical path
 
 
 def label_run(item: tuple[int, list[Path] | None], how: Labelling) -> DetectResult:
     """One run (its place, its inputs): its timeline read whole, labelled, and what its cases cost on the
     critical path (a task of :class:`traceql.parallel.Pool`)."""
     return how.request.label(item[1], how.baseline, top=how.top, detector=how.detector, metrics=how.metrics,
-                             critical=True)[1]
+                             critical=how.causes)[1]
 
 
 def _run_name(paths: list[Path] | None) -> str:
@@ -60,6 +61,7 @@ def detect(
     workers: int = 1,
     scheduler: str | None = None,
     progress: Progress | None = None,
+    causes: bool = True,
 ) -> DetectResult:
     """Label every compute kernel of a trace as slowed by communication or not.
 
@@ -77,14 +79,16 @@ def detect(
     local processes, or on the Dask scheduler at ``scheduler``, when asked (``traceql.parallel``);
     ``progress(done, total, run)`` follows them. A run of several rank files is labelled a rank at a time
     (``traceql.labelling.by_rank``: one rank's kernels in memory at once, the ranks spread over the workers);
-    its rows are then stored on disk (:class:`StoredRows`) and read when asked for.
+    its rows are then stored on disk (:class:`StoredRows`) and read when asked for. Each run is replayed for
+    its causes and what its cases cost on the critical path (``traceql.labelling.causes``), unless ``causes``
+    is off (a large run's replay is most of its time and memory).
     """
     check(workers, scheduler)
     out_format = format_for(out) if out is not None else None
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
                   outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None
-    how = Labelling(req, req.read_baseline(), top, detector, ncu)
+    how = Labelling(req, req.read_baseline(), top, detector, ncu, causes)
     runs = req.runs()
     results: list[DetectResult | None] = [None] * len(runs)
     with Pool(workers, scheduler) as pool:
@@ -99,7 +103,7 @@ def detect(
             results[i] = res
         for i, parts in split.items():
             results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
-                                           progress=progress, critical=True)
+                                           progress=progress, critical=causes)
     result = merge([r for r in results if r is not None], top=top)
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
     if out is not None:
