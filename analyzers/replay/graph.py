@@ -121,10 +121,12 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     node, pred, lag = (np.concatenate([e[i] for e in edges]) for i in range(3))
     latest = _latest(n + m, node, all_end[pred] + np.minimum(lag, all_start[node] - all_end[pred]))[:n]
     inf_node, inf_pred = _inferred(start, end, latest, rank_key, stream_key, corr)
-    add(inf_node, inf_pred, 0, INFERRED)
-    node, pred, lag = (np.concatenate([e[i] for e in edges]) for i in range(3))
-    kind = np.concatenate([np.full(len(e[0]), e[3], np.int8) for e in edges])
-    graph, order = _bound(n + m, node, pred, lag, all_start, all_end)
+    kind = np.concatenate([*(np.full(len(e[0]), e[3], np.int8) for e in edges), np.full(len(inf_node), INFERRED,
+                                                                                          np.int8)])
+    edges.clear()  # a large run's graph is the replay's peak: each edge list held once
+    joined = [np.r_[node, inf_node], np.r_[pred, inf_pred], np.r_[lag, np.zeros(len(inf_node), np.int64)]]
+    del node, pred, lag
+    graph, order = _bound(n + m, joined, all_start, all_end)
     explained = np.maximum(latest, _latest(n, inf_node, end[inf_pred]))
     group, tail = _collectives(ops, start, end)
     graph.group = np.r_[group, np.full(m, -1, np.int64)]
@@ -141,11 +143,13 @@ def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
     return out
 
 
-def _bound(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray, end: np.ndarray,
-           ) -> tuple[Graph, np.ndarray]:
-    """The engine's graph with each edge's lag as the trace shows it (module doc); the edges' order in it."""
+def _bound(total: int, edges: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> tuple[Graph, np.ndarray]:
+    """The engine's graph with each edge's lag as the trace shows it (module doc); the edges' order in it.
+    ``edges``: node, predecessor, default lag (emptied: each array is let go once sorted)."""
+    node, pred = edges[0], edges[1]
     order = np.argsort(node * np.int64(total) + pred, kind="stable")  # by node, then predecessor
-    node, pred, lag = node[order], pred[order], lag[order]
+    node, pred, lag = node[order], pred[order], edges[2][order]
+    edges.clear()
     gap = start[node] - end[pred]  # what the trace shows after each predecessor
     value = end[pred] + np.minimum(lag, gap)
     best = np.full(total, NEVER, np.int64)

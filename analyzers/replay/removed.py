@@ -39,7 +39,7 @@ def without_idle(rg: RunGraph, named: pl.DataFrame) -> Graph:
     g = rg.graph
     node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
     cpu = np.isin(rg.edge_kind, (CHAIN, BLOCKED)) & (node >= rg.n_ops)
-    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step")
+    calls = rg.ops.select("run_id", "rank", "step")[rg.launch_op]  # the columns first: a gather of three
     # a rank's first launch of a step keeps its lag: the step begins when it began (its time is measured from
     # its first GPU start, which would otherwise move earlier while its end stays)
     first = calls.select(pl.int_range(pl.len()).over("run_id", "rank", "step") == 0).to_series().to_numpy()

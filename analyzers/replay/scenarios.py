@@ -55,7 +55,7 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     slot[node[chain] - rg.n_ops] = chain
     by_name = "_name" in rg.ops.columns
     key = (pl.col("_name") if by_name else pl.lit("")).alias("_key")
-    calls = rg.ops[rg.launch_op].select("run_id", "rank", "step", key).with_columns(
+    calls = rg.ops.select("run_id", "rank", "step", key)[rg.launch_op].with_columns(
         pl.Series("slot", slot), pl.Series("lag", np.where(slot >= 0, lag[np.maximum(slot, 0)], 0)),
         pl.Series("call", np.arange(len(rg.launch_op), dtype=np.int64)),
         pl.Series("at", rg.measured.start[rg.n_ops:]))
@@ -243,7 +243,7 @@ def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     the next layer reads) go after the activities launched before that last one, in the order they were
     launched."""
     calls = np.arange(len(rg.launch_op), dtype=np.float64)
-    frame = rg.ops[rg.launch_op].select(
+    frame = rg.ops.select("run_id", "rank", "step", "kind", "step_kind", "collective")[rg.launch_op].select(
         pl.struct("run_id", "rank").rank("dense").alias("lane"), pl.col("step").fill_null(-1),
         ((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync")
          & pl.col("collective").cast(pl.String).str.starts_with("AllReduce")).fill_null(False).alias("deferred"),
