@@ -140,3 +140,27 @@ def test_the_critical_path_is_the_same_read_whole_or_rank_by_rank(run: Path) -> 
     assert by_rank.critical.equals(whole.critical) and whole.critical.height == 1
     row = whole.critical.row(0, named=True)
     assert 0 < row["critical_ns"] <= row["lost_ns"] and row["steps"] >= 2
+
+
+def test_a_run_its_plan_counts_too_large_to_replay_says_so_and_keeps_no_activities(monkeypatch) -> None:
+    """The plan counts the exports' kernels before anything is read: a run over what a replay holds keeps no
+    activities for one (each shard's read skips them) and says that its causes are not measured."""
+    from traceql.labelling import by_rank, passes
+
+    stored = []
+    real = passes.activities
+
+    def counted(*args, **kwargs):  # the activities a shard's read keeps for the replay
+        stored.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(passes, "activities", counted)
+    from traceql.commands.detect import detect
+
+    run = RUNS / "gpt2-4rank-nsys"
+    assert detect(run).causes.height and stored  # replayed: its activities kept
+    stored.clear()
+    monkeypatch.setattr(by_rank, "REPLAY_ACTIVITIES", 10_000)
+    result = detect(run)
+    assert stored == [] and result.causes.is_empty() and result.critical.is_empty()
+    assert any("the critical path and the causes' costs are not measured" in n for n in result.notes)

@@ -173,6 +173,9 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
 def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detector: Any,
             progress: Progress | None, discard: _Discard) -> DetectResult:
     passes = _Passes(shards, pool, progress)
+    # a run its plan counts too large to replay keeps no activities for it (writing them cost 11 s of 84 on 32 ranks)
+    too_large = settings.critical and planned_kernels(shards) > REPLAY_ACTIVITIES
+    settings = replace(settings, critical=settings.critical and not too_large)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
     notes += partial_notes(_frame([r.comm_devices for r in firsts]), _frame([r.ranks for r in firsts]))  # all shards
@@ -232,11 +235,17 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         priced(result, priced_causes(
             with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect()),
             pl.concat(waits) if waits else None, result.steps))
-    elif settings.critical:
+    elif settings.critical or too_large:
         result.notes.append(f"note: {shards[0].name}: the critical path and the causes' costs are not measured: "
                             f"more GPU activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")
     discard(stored)
     return result
+
+
+def planned_kernels(shards: list[Shard]) -> int:
+    """The kernels of the shards' exports as their plans counted them (0 where a plan counts none: Kineto)."""
+    plans = {id(s.plan): s.plan for s in shards}
+    return sum(sum(getattr(plan, "kernels", {}).values()) for plan in plans.values())
 
 
 def _result(shards: list[Shard], settings: Settings, firsts: list[Read], labelled: list[Labelled],
