@@ -1,6 +1,6 @@
-"""The replay's longest-path pass in trace order, compiled with numba: the same arithmetic as
-``engine._in_trace_order``, on arrays, for graphs large enough that the pure-Python pass dominates (at 1.8
-million kernels it took 3.5 s a replay; compiled, a few tens of milliseconds).
+"""The replay's longest-path passes over arrays — in trace order, and a lane at a time — compiled with numba
+for graphs large enough that the pure-Python loop dominates (at 1.8 million kernels it took 3.5 s a replay;
+compiled, a few tens of milliseconds); a smaller graph runs the same functions in Python.
 
 numba compiles the function the first time a process calls it and caches the machine code on disk (in
 ``$NUMBA_CACHE_DIR``, by default ``~/.cache/traceql/numba``), so that later processes load it in a fraction
@@ -16,40 +16,52 @@ from typing import Any
 import numpy as np
 
 COMPILED_NODES = 200_000  # nodes replayed at once from which the compiled pass is worth its import
-_PASS: Any = None
-
-
-def _compiled() -> Any:
-    """The compiled pass (numba imported and the function compiled, or loaded from its cache, once)."""
-    global _PASS
-    if _PASS is None:
-        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "traceql" / "numba"))
-        import numba
-
-        _PASS = numba.njit(cache=True, nogil=True)(_trace_order_pass)
-    return _PASS
+_COMPILED: dict[str, Any] = {}
 
 
 def wanted(nodes: int) -> bool:
-    """Whether to replay ``nodes`` nodes with the compiled pass: a large graph, or any once it is loaded."""
-    return nodes >= COMPILED_NODES or _PASS is not None
+    """Whether to replay ``nodes`` nodes with the compiled passes: a large graph, or any once they are loaded."""
+    return nodes >= COMPILED_NODES or bool(_COMPILED)
+
+
+def _pass(fn: Any, compiled: bool) -> Any:
+    """``fn`` compiled (numba imported and the function compiled, or loaded from its cache, once), or as it is."""
+    if not compiled:
+        return fn
+    if fn.__name__ not in _COMPILED:
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "traceql" / "numba"))
+        import numba
+
+        _COMPILED[fn.__name__] = numba.njit(cache=True, nogil=True)(fn)
+    return _COMPILED[fn.__name__]
+
+
+def _groups(group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each node's collective numbered densely (-1: none), and the members of each (CSR: pointers, nodes)."""
+    members = np.flatnonzero(group >= 0)
+    ids, dense = np.unique(group[members], return_inverse=True)
+    by_group = members[np.argsort(dense, kind="stable")].astype(np.int64)
+    g_ptr = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(dense, minlength=len(ids)), out=g_ptr[1:])
+    local = np.full(len(group), -1, np.int64)
+    local[members] = dense
+    return local, g_ptr, by_group
+
+
+def _i64(*arrays: np.ndarray) -> list[np.ndarray]:
+    return [np.asarray(a, np.int64) for a in arrays]
 
 
 def in_trace_order(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
                    in_src: np.ndarray, in_lag: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every node's start and end (local numbering): each starts at ``floor`` or at its predecessors' ends plus
-    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order``; a
-    collective's members (``group`` >= 0) end together, each ``tail`` after the last one's start."""
-    members = np.flatnonzero(group >= 0)
-    ids, dense = np.unique(group[members], return_inverse=True)
-    by_group = members[np.argsort(dense, kind="stable")]
-    g_ptr = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(np.bincount(dense, minlength=len(ids)), out=g_ptr[1:])
-    local = np.full(len(floor), -1, np.int64)
-    local[members] = dense
-    return _compiled()(floor.astype(np.int64), dur.astype(np.int64), local, tail.astype(np.int64),
-                       in_ptr.astype(np.int64), in_src.astype(np.int64), in_lag.astype(np.int64),
-                       order.astype(np.int64), g_ptr, by_group.astype(np.int64))
+    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order`` (which
+    puts every predecessor first); a collective's members (``group`` >= 0) end together, each ``tail`` after
+    the last one's start."""
+    local, g_ptr, by_group = _groups(group)
+    floor, dur, tail, in_ptr, in_src, in_lag, order = _i64(floor, dur, tail, in_ptr, in_src, in_lag, order)
+    return _pass(_trace_order_pass, wanted(len(floor)))(floor, dur, local, tail, in_ptr, in_src, in_lag, order,
+                                                         g_ptr, by_group)
 
 
 def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_ptr, g_nodes):  # noqa: ANN001, ANN202
@@ -83,35 +95,17 @@ def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_
 
 def by_lanes(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
              in_src: np.ndarray, in_lag: np.ndarray, lanes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-    """``engine._by_lanes`` compiled: the pass a lane at a time, each in its own order, going on to the next lane
-    where one waits; None where every lane waits (a cycle)."""
-    members = np.flatnonzero(group >= 0)
-    ids, dense = np.unique(group[members], return_inverse=True)
-    by_group = members[np.argsort(dense, kind="stable")]
-    g_ptr = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(np.bincount(dense, minlength=len(ids)), out=g_ptr[1:])
-    local = np.full(len(floor), -1, np.int64)
-    local[members] = dense
+    """The pass a lane at a time, each in its own order (``Graph.lane_place``), going on to the next lane where
+    one waits for a collective whose members on other lanes have not started; None where every lane waits (a
+    cycle)."""
+    local, g_ptr, by_group = _groups(group)
     l_ptr = np.zeros(len(lanes) + 1, np.int64)
     np.cumsum([len(x) for x in lanes], out=l_ptr[1:])
     flat = np.concatenate(lanes).astype(np.int64) if lanes else np.zeros(0, np.int64)
-    start, end, ok = _compiled_lanes()(
-        floor.astype(np.int64), dur.astype(np.int64), local, tail.astype(np.int64), in_ptr.astype(np.int64),
-        in_src.astype(np.int64), in_lag.astype(np.int64), l_ptr, flat, g_ptr, by_group.astype(np.int64))
+    floor, dur, tail, in_ptr, in_src, in_lag = _i64(floor, dur, tail, in_ptr, in_src, in_lag)
+    start, end, ok = _pass(_lanes_pass, wanted(len(floor)))(floor, dur, local, tail, in_ptr, in_src, in_lag, l_ptr,
+                                                            flat, g_ptr, by_group)
     return (start, end) if ok else None
-
-
-_LANES: Any = None
-
-
-def _compiled_lanes() -> Any:
-    global _LANES
-    if _LANES is None:
-        _compiled()  # numba's cache folder set, numba imported
-        import numba
-
-        _LANES = numba.njit(cache=True, nogil=True)(_lanes_pass)
-    return _LANES
 
 
 def _lanes_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, l_ptr, l_nodes, g_ptr, g_nodes):  # noqa: ANN001, ANN202

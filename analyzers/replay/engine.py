@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from traceql.analyzers.replay import compiled
-from traceql.analyzers.replay.compiled import in_trace_order
+from traceql.analyzers.replay.compiled import by_lanes, in_trace_order
 
 NEVER = np.iinfo(np.int64).min // 4  # no lower bound
 
@@ -116,7 +115,7 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
     if fixed_end is not None and dead.any():  # the fixed ends, not an earlier batch's (each part on its own)
         np.maximum.at(floor, owner[dead], fixed_end[pred[dead]] + lag[dead])
     src, dst, lag_l = at[live], owner[live], lag[live]
-    order = np.arange(len(dst))  # dst is sorted already: the edges grouped by the node they go into
+    # dst is sorted already: the edges grouped by the node they go into
     in_ptr = np.zeros(len(nodes) + 1, np.int64)
     np.cumsum(np.bincount(dst, minlength=len(nodes)), out=in_ptr[1:])
     by_src = np.argsort(src, kind="stable")
@@ -124,23 +123,20 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
     np.cumsum(np.bincount(src, minlength=len(nodes)), out=out_ptr[1:])
     trace_order = np.argsort(pos[nodes], kind="stable")  # local numbers in the order they started in the trace
     group = g.group[nodes]
-    arrays = (floor, g.dur[nodes], group, g.tail[nodes], in_ptr, src[order], lag_l[order])
-    lists = tuple(a.tolist() for a in arrays) if not compiled.wanted(len(nodes)) else ()
+    arrays = (floor, g.dur[nodes], group, g.tail[nodes], in_ptr, src, lag_l)
     got: tuple[Any, Any] | None = None
     if _in_order(trace_order, src, dst, group):
-        got = _in_trace_order(*lists, trace_order.tolist()) if lists else in_trace_order(*arrays, trace_order)
+        got = in_trace_order(*arrays, trace_order)
     elif g.lane is not None and g.lane_place is not None:
         by_lane = np.lexsort((g.lane_place[nodes], g.lane[nodes]))
-        cuts = np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1
-        lanes = np.split(by_lane, cuts)
-        got = _by_lanes(*lists, [x.tolist() for x in lanes]) if lists else compiled.by_lanes(*arrays, lanes)
+        got = by_lanes(*arrays, np.split(by_lane, np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1))
     if got is not None:
         got_start, got_end = got
         forced = 0
     else:
         got_start, got_end, forced = _kahn(
             floor.tolist(), g.dur[nodes].tolist(), group.tolist(), g.tail[nodes].tolist(), in_ptr.tolist(),
-            src[order].tolist(), lag_l[order].tolist(), out_ptr.tolist(), dst[by_src].tolist(), trace_order.tolist())
+            src.tolist(), lag_l.tolist(), out_ptr.tolist(), dst[by_src].tolist(), trace_order.tolist())
     start[nodes], end[nodes] = got_start, got_end
     return forced
 
@@ -159,91 +155,6 @@ def _in_order(trace_order: np.ndarray, src: np.ndarray, dst: np.ndarray, group: 
     np.maximum.at(last, group[members], pos[members])
     from_member = group[src] >= 0
     return not (pos[dst[from_member]] <= last[group[src[from_member]]]).any()
-
-
-def _in_trace_order(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
-                    order: list) -> tuple[list, list]:
-    """The longest-path pass over the nodes in the order they started in the trace (:func:`_in_order` holds)."""
-    m = len(floor)
-    start, end = [0] * m, [0] * m
-    left: dict[int, int] = {}
-    members: dict[int, list[int]] = {}
-    for i, grp in enumerate(group):
-        if grp >= 0:
-            members.setdefault(grp, []).append(i)
-            left[grp] = left.get(grp, 0) + 1
-    for i in order:
-        t = floor[i]
-        for k in range(in_ptr[i], in_ptr[i + 1]):
-            v = end[in_src[k]] + in_lag[k]
-            if v > t:
-                t = v
-        start[i] = t
-        grp = group[i]
-        if grp < 0:
-            end[i] = t + dur[i]
-        else:
-            left[grp] -= 1
-            if not left[grp]:
-                mine = members[grp]
-                last = max(start[j] for j in mine)
-                for j in mine:
-                    end[j] = max(start[j], last + tail[j])
-    return start, end
-
-
-def _by_lanes(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
-              lanes: list[list[int]]) -> tuple[list, list] | None:
-    """The longest-path pass a lane at a time, each in its own order (``Graph.lane_place``), going on to the
-    next lane where one waits for a collective whose members on other lanes have not started; None if every
-    lane waits (a cycle)."""
-    m = len(floor)
-    start, end, done = [0] * m, [0] * m, [False] * m
-    left: dict[int, int] = {}
-    members: dict[int, list[int]] = {}
-    for i, grp in enumerate(group):
-        if grp >= 0:
-            members.setdefault(grp, []).append(i)
-            left[grp] = left.get(grp, 0) + 1
-    cursors = [0] * len(lanes)
-    moved = True
-    while moved:
-        moved = False
-        for li, lane in enumerate(lanes):
-            c, size = cursors[li], len(lane)
-            while c < size:
-                i = lane[c]
-                t = floor[i]
-                ready = True
-                for k in range(in_ptr[i], in_ptr[i + 1]):
-                    p = in_src[k]
-                    if not done[p]:
-                        ready = False
-                        break
-                    v = end[p] + in_lag[k]
-                    if v > t:
-                        t = v
-                if not ready:
-                    break
-                start[i] = t
-                c += 1
-                grp = group[i]
-                if grp < 0:
-                    end[i] = t + dur[i]
-                    done[i] = True
-                else:
-                    left[grp] -= 1
-                    if not left[grp]:
-                        mine = members[grp]
-                        last = max(start[j] for j in mine)
-                        for j in mine:
-                            end[j] = max(start[j], last + tail[j])
-                            done[j] = True
-            if c != cursors[li]:
-                cursors[li], moved = c, True
-    if any(c < len(lane) for c, lane in zip(cursors, lanes, strict=True)):
-        return None
-    return start, end
 
 
 def _kahn(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
