@@ -142,25 +142,19 @@ def test_the_critical_path_is_the_same_read_whole_or_rank_by_rank(run: Path) -> 
     assert 0 < row["critical_ns"] <= row["lost_ns"] and row["steps"] >= 2
 
 
-def test_a_run_its_plan_counts_too_large_to_replay_says_so_and_keeps_no_activities(monkeypatch) -> None:
-    """The plan counts the exports' kernels before anything is read: a run over what a replay holds keeps no
-    activities for one (each shard's read skips them) and says that its causes are not measured."""
-    from traceql.labelling import by_rank, passes
-
-    stored = []
-    real = passes.activities
-
-    def counted(*args, **kwargs):  # the activities a shard's read keeps for the replay
-        stored.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(passes, "activities", counted)
+def test_a_run_replayed_a_window_of_steps_at_a_time_on_workers_prices_its_cases_alike(monkeypatch) -> None:
+    """Every rank's activities read a window of two steps at a time, the windows replayed on two worker
+    processes: the cases' critical path the same to the nanosecond as one replay of the whole run, and each
+    cause within a few per cent (the straggler's statistics come from its window)."""
+    from traceql.analyzers.replay import windows
     from traceql.commands.detect import detect
 
-    run = RUNS / "gpt2-4rank-nsys"
-    assert detect(run).causes.height and stored  # replayed: its activities kept
-    stored.clear()
-    monkeypatch.setattr(by_rank, "REPLAY_ACTIVITIES", 10_000)
-    result = detect(run)
-    assert stored == [] and result.causes.is_empty() and result.critical.is_empty()
-    assert any("the critical path and the causes' costs are not measured" in n for n in result.notes)
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    whole = detect(run)
+    monkeypatch.setattr(windows, "WINDOW", 1)
+    monkeypatch.setattr(windows, "MIN_STEPS", 2)
+    cut = detect(run, workers=2)
+    assert cut.critical.equals(whole.critical) and whole.critical.height == 1
+    both = whole.causes.join(cut.causes, on=["run_id", "cause", "rank"], suffix="_w", nulls_equal=True)
+    assert both.height == whole.causes.height == cut.causes.height >= 2
+    assert ((both["cost_ns"] - both["cost_ns_w"]).abs() <= 0.05 * both["cost_ns"].abs() + 1).all()

@@ -21,8 +21,10 @@ from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
+from traceql.analyzers.replay.windows import Mapper, by_window, plan
 
-__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "WhatIf", "bucket_shifts", "steps"]
+__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "WhatIf", "bucket_shifts", "steps",
+           "windowed"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
@@ -94,6 +96,22 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
                   rg.disordered)
+
+
+def windowed(ops: pl.DataFrame | pl.LazyFrame, *, size: int | None = None, min_steps: int | None = None,
+             mapper: Mapper | None = None, **options: object) -> WhatIf:
+    """:func:`steps` of ``ops`` (with their ``_case`` and ``_base``, where they have them), a window of about
+    ``size`` activities at a time where they hold more (``windows``: a replay's memory bounded by a window;
+    ``mapper`` may replay the windows elsewhere, in order); ``options``: :func:`steps`' other arguments."""
+    lazy = ops.lazy() if isinstance(ops, pl.DataFrame) else ops
+    cut = plan(lazy, size, min_steps)
+    if len(cut) <= 1:
+        frame = ops if isinstance(ops, pl.DataFrame) else ops.collect()
+        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
+                     baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
+    frame, counts = by_window(lazy, cut, options, mapper)
+    recorded, inferred, unexplained, forced, activities, disordered = counts
+    return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
 
 
 def bucket_shifts(ops: pl.DataFrame, old: list[int], new: list[int], *, waits: pl.DataFrame | None = None,

@@ -50,7 +50,6 @@ from traceql.errors import InputError, TraceqlError
 from traceql.labelling.causes import priced_causes
 from traceql.labelling.label import baseline_notes, no_kernels, priced
 from traceql.labelling.passes import (
-    REPLAY_ACTIVITIES,
     Labelled,
     Read,
     Run,
@@ -117,6 +116,16 @@ class _Passes:
         self.total = 5 * len(shards)
         self.done = 0
 
+    def mapper(self) -> Any:
+        """A ``replay.Mapper`` that replays a run's windows of steps on the pool (a failed one stops the run)."""
+        def windows(fn: Callable[[Any, Any], Any], items: list[Any], job: Any) -> Iterable[Any]:
+            for _, result in self.pool.map(fn, items, common=job, name=lambda w: f"{w.run_id} steps {w.first}-"
+                                           f"{w.last}"):
+                if isinstance(result, TraceqlError):
+                    raise result
+                yield result
+        return windows
+
     def run(self, fn: Callable[[tuple[int, Shard], Any], Any], common: Any) -> list[Any]:
         out = []
 
@@ -173,9 +182,6 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
 def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detector: Any,
             progress: Progress | None, discard: _Discard) -> DetectResult:
     passes = _Passes(shards, pool, progress)
-    # a run its plan counts too large to replay keeps no activities for it (writing them cost 11 s of 84 on 32 ranks)
-    too_large = settings.critical and planned_kernels(shards) > REPLAY_ACTIVITIES
-    settings = replace(settings, critical=settings.critical and not too_large)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
     notes += partial_notes(_frame([r.comm_devices for r in firsts]), _frame([r.ranks for r in firsts]))  # all shards
@@ -227,25 +233,13 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         notes += baseline_notes(rate, settings.baseline)
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
     stored = [settings.path(i, "activities.arrow") for i, r in enumerate(firsts) if r.activities is not None]
-    replayable = len(stored) == sum(1 for r in firsts if r.compute) and \
-        sum(r.activities or 0 for r in firsts) <= REPLAY_ACTIVITIES
-    if settings.critical and replayable:
+    if settings.critical and stored:  # every rank's activities, a window of steps at a time over the workers
         cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "is_slowdown", "baseline_ns")
         waits = [r.waits for r in firsts if r.waits is not None]
-        priced(result, priced_causes(
-            with_cases(pl.concat([pl.read_ipc(p) for p in stored], how="vertical_relaxed"), cases.collect()),
-            pl.concat(waits) if waits else None, result.steps))
-    elif settings.critical or too_large:
-        result.notes.append(f"note: {shards[0].name}: the critical path and the causes' costs are not measured: "
-                            f"more GPU activity than the {REPLAY_ACTIVITIES:,} a replay holds at once")
+        priced(result, priced_causes(with_cases(pl.scan_ipc(stored), cases.collect()),
+                                     pl.concat(waits) if waits else None, result.steps, passes.mapper()))
     discard(stored)
     return result
-
-
-def planned_kernels(shards: list[Shard]) -> int:
-    """The kernels of the shards' exports as their plans counted them (0 where a plan counts none: Kineto)."""
-    plans = {id(s.plan): s.plan for s in shards}
-    return sum(sum(getattr(plan, "kernels", {}).values()) for plan in plans.values())
 
 
 def _result(shards: list[Shard], settings: Settings, firsts: list[Read], labelled: list[Labelled],

@@ -51,26 +51,30 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
     return named, arrived, skewed
 
 
-def priced_causes(ops: pl.DataFrame, waits: pl.DataFrame | None, lost: pl.DataFrame) -> Priced:
-    """``ops`` (``replayed.with_cases``) replayed without each cause: the ranking, the stragglers' cases and the
-    critical path of the cases (``lost``: `detect`'s steps). Runs whose ranks' clocks disagree are not
-    replayed (a collective joins its ranks on one axis, which they do not share)."""
-    # one copy of the activities, on the common clock, the caller's let go: a large run's replay is its peak
-    clocked = on_clock(ops.filter(pl.col("kind") == "comm"))
+def priced_causes(ops: pl.DataFrame | pl.LazyFrame, waits: pl.DataFrame | None, lost: pl.DataFrame,
+                  mapper: replay.Mapper | None = None) -> Priced:
+    """``ops`` (``replayed.with_cases``; lazy: read a window at a time) replayed without each cause: the ranking,
+    the stragglers' cases and the critical path of the cases (``lost``: `detect`'s steps). A long run is
+    replayed a window of steps at a time (``replay.windowed``; ``mapper``: where the windows are replayed).
+    Runs whose ranks' clocks disagree are not replayed (a collective joins its ranks on one axis, which they do
+    not share)."""
+    lazy = ops.lazy()
+    clocked = on_clock(lazy.filter(pl.col("kind") == "comm")).collect()
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
     talking = set(clocked["run_id"].unique().to_list())
-    del clocked
-    ops = on_clock(ops.filter(~pl.col("run_id").is_in([run for run, _ in skewed])))
-    if ops.is_empty():
-        return out
-    cases = ops.filter(pl.col("_case")).select(
+    del clocked, ops  # one copy of the activities, on the common clock: a large run's replay is its peak
+    lazy = on_clock(lazy.filter(~pl.col("run_id").is_in([run for run, _ in skewed])))
+    cases = lazy.filter(pl.col("_case")).select(
         "run_id", "rank", "step", "start_ns", "end_ns",
-        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
+        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns")
+    ).collect()
     # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
-    done = replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"],
-                        stragglers=named.select("run_id", "step", "rank"), ways=WAYS, replay_trace=False).steps
-    del ops
+    got = replay.windowed(lazy, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
+                          replay_trace=False, mapper=mapper)
+    if not got.activities:
+        return out
+    done = got.steps
     named = named.join(done.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                    (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns")),
                        on=["run_id", "step"], how="left")

@@ -44,9 +44,6 @@ from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
 WARM = ("traceql.analyzers.detection.detector",)
-# the most GPU activities of a run `detect` replays for its critical path (a replay holds about 600 bytes an
-# activity, and takes about 5 s a million here): a larger run is left to `traceql whatif`
-REPLAY_ACTIVITIES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ class Read:
     runs: list[str] = field(default_factory=list)  # the runs of its compute kernels
     sequences: Sequences = field(default_factory=list)
     matched: int = 0  # compute kernels whose signature the baseline has
-    activities: int | None = None  # the GPU activities it stored for the replay (None: too many to)
+    activities: int | None = None  # the GPU activities it stored for the replay (None: none asked)
     waits: pl.DataFrame | None = None  # its recorded stream waits
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
     comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
@@ -142,7 +139,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
         return out
-    if settings.critical and kernels.height + tl.memops.height <= REPLAY_ACTIVITIES:  # what its replay reads
+    if settings.critical:  # what its replay reads, a window of steps at a time (``replay.windowed``)
         replayed = activities(kernels, tl.memops, tl.ranks)
         replayed.write_ipc(settings.path(i, "activities.arrow"))
         out.activities, out.waits = replayed.height, tl.waits

@@ -56,12 +56,14 @@ def activities(kernels: pl.DataFrame, memops: pl.DataFrame, ranks: pl.DataFrame)
     return both.join(ranks.select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
 
 
-def with_cases(ops: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """``ops`` (:func:`activities`) with whether each is a slowdown case (``_case``) and its baseline (``_base``),
-    from `detect`'s rows (those of the cases suffice)."""
+def with_cases(ops: pl.DataFrame | pl.LazyFrame, rows: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
+    """``ops`` (:func:`activities`; lazy, they stay lazy) with whether each is a slowdown case (``_case``) and its
+    baseline (``_base``), from `detect`'s rows (those of the cases suffice)."""
     cases = rows.filter(pl.col("is_slowdown")).select(*KEY, pl.lit(True).alias("_case"),
                                                       pl.col("baseline_ns").alias("_base"))
-    return ops.join(cases, on=KEY, how="left", nulls_equal=True).with_columns(pl.col("_case").fill_null(False))
+    joined = ops.join(cases.lazy() if isinstance(ops, pl.LazyFrame) else cases,  # type: ignore[arg-type]
+                      on=KEY, how="left", nulls_equal=True)
+    return joined.with_columns(pl.col("_case").fill_null(False))
 
 
 def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
@@ -75,11 +77,11 @@ def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.Data
               ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True,
               comm: replay.CommAlone | None = None) -> replay.WhatIf:
     """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways`` (``comm``: the
-    collectives' speed alone when serialized, default the fitted one)."""
-    ops = on_clock(ops)
+    collectives' speed alone when serialized, default the fitted one), a window of steps at a time where the
+    run is long (``replay.windowed``)."""
     named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
-    return replay.steps(ops, waits=waits, cases=ops["_case"], baseline=ops["_base"], stragglers=named, ways=ways,
-                        replay_trace=replay_trace, comm=comm)
+    return replay.windowed(on_clock(ops), waits=waits, stragglers=named, ways=ways, replay_trace=replay_trace,
+                           comm=comm)
 
 
 def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:

@@ -62,7 +62,6 @@ class RunPlan:
     ranks: tuple[RankAssignment, ...]
     offsets: dict[Path, int]
     parts: dict[Path, tuple[Part, ...]] = field(default_factory=dict)
-    kernels: dict[Path, int] = field(default_factory=dict)  # each export's kernels, as its plan counted them
 
     def parts_of(self, path: Path) -> tuple[Part, ...]:
         """The parts of one export (one, the whole of it, unless its processes are too large)."""
@@ -145,9 +144,8 @@ def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], 
 
 
 def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: Path, wal: bool,
-               limit: int) -> tuple[NsysFile, tuple[Part, ...], int]:
-    """One export attached, its processes that ran kernels read (``pids``) and its parts planned, detached; its
-    kernels counted."""
+               limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
+    """One export attached, its processes that ran kernels read (``pids``) and its parts planned, detached."""
     copy = None
     if wal:
         copy = scratch / f"{alias}-{path.name}"
@@ -164,10 +162,10 @@ def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: 
         con.execute(f"DETACH {alias}")
     if not f.pids:
         raise empty_kernels(path)
-    return f, parts, sum(counts.values())
+    return f, parts
 
 
-def _planned(i: int, f: InputFile, limit: int) -> tuple[NsysFile, tuple[Part, ...], int]:
+def _planned(i: int, f: InputFile, limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
     """One export's processes and parts, on a connection of its own (a thread may plan each export)."""
     con = connect()
     try:
@@ -193,7 +191,7 @@ def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> l
                 found = [f.result() for f in futures]
         else:
             found = [_planned(0, group[0], limit)]
-        ranks = assign_ranks({f.path: f.pids for f, _, _ in found}, run)
-        out.append((group, RunPlan(tuple(ranks), offsets([f for f, _, _ in found]),
-                                   {f.path: parts for f, parts, _ in found}, {f.path: n for f, _, n in found})))
+        ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
+        out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
+                                   {f.path: parts for f, parts in found})))
     return out

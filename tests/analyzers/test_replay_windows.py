@@ -1,0 +1,71 @@
+"""A run replayed a window of steps at a time gives what its whole replay gives: every what-if the same to the
+nanosecond, but the straggler's, whose statistics come from the window's steps (within a few per cent of its
+cost), on real runs cut into windows of two and three steps."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tests.paths import H200, RUNS
+from traceql.analyzers import replay
+from traceql.analyzers.replay import windows
+from traceql.labelling.causes import WAYS, named_stragglers
+from traceql.labelling.replayed import activities, on_clock, with_cases
+from traceql.labelling.request import request
+
+EXACT = [k for k in replay.WAYS if k != "without_straggler_ns"]
+
+
+def _both(path, min_steps: int) -> tuple[replay.WhatIf, replay.WhatIf, int]:
+    req = request(path)
+    timeline, labelled = req.label(req.runs()[0], None)
+    ops = on_clock(with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    named = named_stragglers(ops.filter(pl.col("kind") == "comm"))[0].select("run_id", "step", "rank")
+    how = {"waits": timeline.waits, "stragglers": named, "ways": (*WAYS, "serialized_ns")}
+    whole = replay.steps(ops, cases=ops["_case"], baseline=ops["_base"], **how)
+    plan = windows.plan(ops.lazy(), 1, min_steps)
+    return whole, replay.windowed(ops, size=1, min_steps=min_steps, **how), len(plan)
+
+
+def _compared(whole: replay.WhatIf, windowed: replay.WhatIf) -> pl.DataFrame:
+    assert windowed.steps.select("run_id", "step", "first").equals(whole.steps.select("run_id", "step", "first"))
+    assert windowed.activities == whole.activities  # each activity counted by one window
+    return whole.steps.join(windowed.steps, on=["run_id", "step"], suffix="_w")
+
+
+def test_a_straggler_run_in_windows_of_two_steps_replays_as_whole() -> None:
+    whole, windowed, n = _both(RUNS / "gpt2-late-nsys", 2)
+    assert n == 2
+    both = _compared(whole, windowed)
+    for k in EXACT:
+        assert both[k].equals(both[f"{k}_w"], null_equal=True), k
+    held = both.filter(pl.col("straggler_rank").is_not_null())
+    assert held.height >= 2
+    cost = held["replayed_ns"] - held["without_straggler_ns"]
+    off = (held["without_straggler_ns"] - held["without_straggler_ns_w"]).abs()
+    assert (cost > 1_000_000).all() and (off <= 0.05 * cost).all()
+
+
+def test_a_run_in_windows_of_three_steps_replays_as_whole_to_the_nanosecond() -> None:
+    path = H200 / "nsys" / "gpt2_ddp2_cap2.sqlite"
+    if not path.exists():
+        pytest.skip("the shared corpus is absent")
+    whole, windowed, n = _both(path, 3)
+    assert n == 3
+    both = _compared(whole, windowed)
+    for k in replay.WAYS:
+        assert both[k].equals(both[f"{k}_w"], null_equal=True), k
+
+
+def test_windows_hold_every_step_once_with_the_step_before() -> None:
+    req = request(RUNS / "gpt2-4rank-straggler-nsys")
+    timeline, _ = req.label(req.runs()[0], None)
+    ops = activities(timeline.kernels, timeline.memops, timeline.ranks).lazy()
+    plan = windows.plan(ops, 1, 2)
+    steps = sorted(timeline.kernels.filter(pl.col("step_kind") == "sync")["step"].unique().to_list())
+    assert [s for w in plan for s in range(w.first, w.last + 1)] == steps
+    assert [w.since for w in plan] == [steps[0], *(w.first - 1 for w in plan[1:])]
+    held = [ops.filter(w.holds()).collect() for w in plan]
+    own = [h.height - h.select(w.before().sum()).item() for h, w in zip(held, plan, strict=True)]
+    assert sum(own) == ops.collect().height  # every activity reported by one window
