@@ -87,19 +87,19 @@ def _batches(part: np.ndarray, active: np.ndarray) -> list[np.ndarray]:
     nodes = np.flatnonzero(active)
     if len(nodes) <= BATCH:
         return [nodes] if len(nodes) else []
-    nodes = nodes[np.argsort(part[nodes], kind="stable")]
+    nodes = nodes[np.argsort(part[nodes], kind="stable")]  # each part's nodes in their order
     cuts = np.flatnonzero(np.diff(part[nodes])) + 1  # where a part begins
     out, lo = [], 0
     for c in [*cuts.tolist(), len(nodes)]:
         if c - lo >= BATCH or c == len(nodes):
-            out.append(np.sort(nodes[lo:c]))
+            out.append(nodes[lo:c])
             lo = c
     return out
 
 
 def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarray, end: np.ndarray,
                   fixed_end: np.ndarray | None, pos: np.ndarray, local: np.ndarray) -> int:
-    """Replay ``nodes`` (whole parts, sorted), their other predecessors at ``fixed_end``; ``start``/``end``
+    """Replay ``nodes`` (whole parts, in any order), their other predecessors at ``fixed_end``; ``start``/``end``
     updated in place (``pos``: each node's place in the trace's order; ``local``: each replayed node's number
     in its batch); the nodes released to break a cycle."""
     # the edges into replayed nodes: live (from a node replayed in the same part) or fixed (folded in now)

@@ -126,8 +126,9 @@ def _calls(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int, times: list[in
 
 
 def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], limit: int) -> tuple[Part, ...]:
-    """An export's parts: itself, else each process, in windows of steps of about ``limit`` kernels."""
-    if max(counts.values()) <= limit:
+    """An export's parts: itself, else (more than ``limit`` kernels) each process, in windows of steps of about
+    ``limit`` kernels."""
+    if sum(counts.values()) <= limit:
         return (Part(),)
     parts = []
     for pid, n in counts.items():
