@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scaled import link_ranks, scale_kineto, scale_nsys
+from scaled import kineto_period, link_ranks, run_period, scale_kineto, scale_nsys
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets"
@@ -87,12 +87,12 @@ def kernels_per_copy(files: list[Path]) -> int:
 def build(files: list[Path], folder: Path, copies: int) -> list[Path]:
     """The scaled copies of ``files`` in ``folder`` (made once: a finished copy is reused)."""
     folder.mkdir(parents=True, exist_ok=True)
-    out = []
+    out, period = [], run_period(files)
     for f in files:
         dst = folder / f.name
         if not dst.exists():
             part = dst.with_name(dst.name + ".part")
-            scale_nsys(f, part, copies)
+            scale_nsys(f, part, copies, period)
             part.rename(dst)
         out.append(dst)
     return out
@@ -183,11 +183,12 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
 def kineto(copies: int, tmp: Path, hta: str | None) -> None:
     folder = tmp / f"kineto-{copies}"
     folder.mkdir(parents=True, exist_ok=True)
+    period = max(kineto_period(f) for f in KINETO)  # one for both ranks: they stay together
     for f in KINETO:
         dst = folder / f.name.removesuffix(".gz")
         if not dst.exists():
             part = dst.with_name(dst.name + ".part")
-            scale_kineto(f, part, copies)
+            scale_kineto(f, part, copies, period)
             part.rename(dst)
     warm(sorted(folder.iterdir()))
     mb = sum(p.stat().st_size for p in folder.iterdir()) / 2**20

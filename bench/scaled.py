@@ -35,16 +35,28 @@ def _shifted(columns: list[str], shifts: dict[str, str]) -> str:
     return ", ".join(shifts.get(c, f'"{c}"') for c in columns)
 
 
-def scale_nsys(src: Path, dst: Path, copies: int) -> int:
-    """Write ``dst``: ``src`` with its timeline repeated ``copies`` times; returns the kernel count."""
+def nsys_period(src: Path) -> int:
+    """How far apart the copies of ``src``'s timeline go: its span and 1 ms."""
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        tables = _tables(con) & {*ACTIVITIES, RUNTIME, NVTX}
+        bounds = [con.execute(f"SELECT min(start), max(coalesce(\"end\", start)) FROM {t}").fetchone()
+                  for t in tables]
+    finally:
+        con.close()
+    return max(b[1] for b in bounds if b[1] is not None) - min(b[0] for b in bounds if b[0] is not None) + 1_000_000
+
+
+def scale_nsys(src: Path, dst: Path, copies: int, period: int | None = None) -> int:
+    """Write ``dst``: ``src`` with its timeline repeated ``copies`` times, ``period`` ns apart (default: its own
+    span and 1 ms; the rank exports of one run need one period, :func:`run_period`, or their ranks drift
+    apart); returns the kernel count."""
+    period = nsys_period(src) if period is None else period
     shutil.copyfile(src, dst)
     con = sqlite3.connect(dst)
     con.execute("PRAGMA journal_mode = OFF")
     con.execute("PRAGMA synchronous = OFF")
     tables = _tables(con) & {*ACTIVITIES, RUNTIME, NVTX}
-    bounds = [con.execute(f"SELECT min(start), max(coalesce(\"end\", start)) FROM {t}").fetchone() for t in tables]
-    first = min(b[0] for b in bounds if b[0] is not None)
-    period = max(b[1] for b in bounds if b[1] is not None) - first + 1_000_000  # 1 ms between copies
     corr = 1 + max(con.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0]
                    for t in tables if t != NVTX)
     steps = 1 + max((int(m.group(2)) for (text,) in con.execute(f"SELECT DISTINCT text FROM {NVTX}")
@@ -73,21 +85,36 @@ def scale_nsys(src: Path, dst: Path, copies: int) -> int:
     return kernels
 
 
+def run_period(files: list[Path]) -> int:
+    """One period for the rank exports of one run (the longest of theirs), so that every rank's copies stay
+    together on the run's clock."""
+    return max(nsys_period(f) for f in files)
+
+
 def _renumbered(name: str, shift: int) -> str:
     m = STEP.match(name)
     return f"{m.group(1)}{int(m.group(2)) + shift}{m.group(3)}" if m else name
 
 
-def scale_kineto(src: Path, dst: Path, copies: int) -> int:
-    """Write ``dst`` (gzipped when its name ends in .gz): the Kineto trace ``src`` repeated ``copies`` times;
-    returns the number of GPU kernels."""
+def _kineto(src: Path) -> dict:
     opener = gzip.open if src.suffix == ".gz" else open
     with opener(src, "rt") as f:
-        doc = json.load(f)
+        return json.load(f)
+
+
+def kineto_period(src: Path) -> float:
+    """How far apart (µs) the copies of the Kineto trace ``src`` go: its span and 1 ms."""
+    timed = [e for e in _kineto(src)["traceEvents"] if isinstance(e.get("ts"), (int, float))]
+    return max(e["ts"] + (e.get("dur") or 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
+
+
+def scale_kineto(src: Path, dst: Path, copies: int, period: float | None = None) -> int:
+    """Write ``dst`` (gzipped when its name ends in .gz): the Kineto trace ``src`` repeated ``copies`` times,
+    ``period`` µs apart (default its own: :func:`kineto_period`; one for a run's ranks, the longest of theirs);
+    returns the number of GPU kernels."""
+    doc = _kineto(src)
     events = doc["traceEvents"]
-    timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
-    first = min(e["ts"] for e in timed)
-    period = max(e["ts"] + (e.get("dur") or 0) for e in timed) - first + 1000.0  # µs; 1 ms between copies
+    period = kineto_period(src) if period is None else period
     corr = 1 + max((e.get("args", {}).get("correlation") or 0 for e in events if isinstance(e.get("args"), dict)),
                    default=0)
     steps = 1 + max((int(m.group(2)) for e in events if (m := STEP.match(str(e.get("name", ""))))), default=0)

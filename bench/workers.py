@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaled import link_ranks, scale_nsys  # noqa: E402 - beside this script
+from scaled import link_ranks, run_period, scale_nsys  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 NSYS = ROOT.parent / "shared" / "datasets" / "h200-ddp" / "nsys"
@@ -162,11 +162,13 @@ def many_ranks(work: Path, count: int, copies: int, workers: int, cluster: int, 
     also with ``--out`` unless ``rows_too`` is off."""
     t0 = time.perf_counter()
     base = []
-    for src in sorted((DEFAULT / "gpt2-nsys" / "traces").glob("*.sqlite")):
+    sources = sorted((DEFAULT / "gpt2-nsys" / "traces").glob("*.sqlite"))
+    period = run_period(sources)
+    for src in sources:
         base.append(work / f"base-x{copies}" / src.name)
         base[-1].parent.mkdir(exist_ok=True)
         if not base[-1].exists():
-            scale_nsys(src, base[-1], copies)
+            scale_nsys(src, base[-1], copies, period)
     run = link_ranks(base, work / f"ranks-{count}-x{copies}", count)
     for f in base:  # in the page cache: no way pays the disk
         f.read_bytes()
