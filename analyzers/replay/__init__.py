@@ -21,7 +21,7 @@ from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
-from traceql.analyzers.replay.windows import Mapper, by_window, plan
+from traceql.analyzers.replay.windows import Mapper, by_window, plan, with_cases
 
 __all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "WhatIf", "bucket_shifts", "steps",
            "windowed"]
@@ -99,17 +99,18 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
 
 
 def windowed(ops: pl.DataFrame | pl.LazyFrame, *, size: int | None = None, min_steps: int | None = None,
-             mapper: Mapper | None = None, **options: object) -> WhatIf:
-    """:func:`steps` of ``ops`` (with their ``_case`` and ``_base``, where they have them), a window of about
-    ``size`` activities at a time where they hold more (``windows``: a replay's memory bounded by a window;
-    ``mapper`` may replay the windows elsewhere, in order); ``options``: :func:`steps`' other arguments."""
+             mapper: Mapper | None = None, cases: pl.DataFrame | None = None, **options: object) -> WhatIf:
+    """:func:`steps` of ``ops`` (with their ``_case`` and ``_base``, where they have them, else from ``cases``:
+    ``windows.with_cases``), a window of about ``size`` activities at a time where they hold more
+    (``windows``: a replay's memory bounded by a window; ``mapper`` may replay the windows elsewhere, in
+    order); ``options``: :func:`steps`' other arguments."""
     lazy = ops.lazy() if isinstance(ops, pl.DataFrame) else ops
     cut = plan(lazy, size, min_steps)
     if len(cut) <= 1:
-        frame = ops if isinstance(ops, pl.DataFrame) else ops.collect()
+        frame = with_cases(ops if isinstance(ops, pl.DataFrame) else ops.collect(), cases)
         return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
                      baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
-    frame, counts = by_window(lazy, cut, options, mapper)
+    frame, counts = by_window(lazy, cut, options, mapper, cases)
     recorded, inferred, unexplained, forced, activities, disordered = counts
     return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
 

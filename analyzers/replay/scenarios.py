@@ -66,8 +66,12 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     blocked = np.flatnonzero(rg.edge_kind == BLOCKED)
     blocked_at = np.full(len(rg.launch_op), -1, np.int64)
     blocked_at[node[blocked] - rg.n_ops] = blocked
+    # each frame cut once by what the loop asks of it (a long run names a straggler in many steps)
+    by_step = _parted(calls, named, ["run_id", "step"])
+    usual_of = _parted(usual, named, ["run_id", "rank"])
+    bounds_of = _parted(bounds, named, ["run_id", "step"])
     for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
-        mine = calls.filter(pl.col("run_id") == run, pl.col("step") == step)
+        mine = by_step.get((run, step), calls.clear())
         own = mine.filter(pl.col("rank") == rank)
         others = mine.filter(pl.col("rank") != rank)
         slots = own["slot"].to_numpy()
@@ -79,23 +83,30 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
         typical = float(others["lag"].median())
         new = np.minimum(own["lag"].to_numpy(), matched["theirs"].fill_null(typical).round().cast(pl.Int64).to_numpy())
         if slots[0] >= 0:  # the step's first launch: as late after its GPU's previous work as the others' were
-            new[0] = min(new[0], _first_lag(rg, bounds, run, step, rank, int(g.pred_idx[slots[0]])))
+            new[0] = min(new[0], _first_lag(rg, bounds_of.get((run, step), bounds.clear()), rank,
+                                            int(g.pred_idx[slots[0]])))
         keep = slots >= 0
         lag[slots[keep]] = new[keep]
-        for _, waiting in others.group_by("rank"):
-            _no_slower_than_usual(lag, waiting, usual)
+        for (other,), waiting in others.group_by("rank"):
+            _no_slower_than_usual(lag, waiting, usual_of.get((run, other), usual.clear()))
         # a late GPU (work its other steps never ran: a delay, a slower or busier GPU) leaves its CPU slow for the
         # rest of the step once the GPU has drained the queue: after its first launch, none later after what it
         # waited for (its previous call, or the GPU work it was blocked on) than its CPU in its normal steps
-        known = usual.filter(pl.col("run_id") == run, pl.col("rank") == rank)["_key"].unique().implode()
-        extra = own.filter(~pl.col("_key").is_in(known))["call"].to_numpy()
+        mine_usual = usual_of.get((run, rank), usual.clear())
+        extra = own.filter(~pl.col("_key").is_in(mine_usual["_key"].unique().implode()))["call"].to_numpy()
         if by_name and g.dur[rg.launch_op[extra]].sum() >= LATE_GPU_NS:
-            cap = own.join(usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")["usual"]
+            cap = own.join(mine_usual, on=["run_id", "rank", "_key", "pos"], how="left", maintain_order="left")["usual"]
             cap = cap.fill_null(np.iinfo(np.int64).max).to_numpy()[1:]
             for edges in (slots[1:], blocked_at[own["call"].to_numpy()[1:]]):
                 ok = edges >= 0
                 lag[edges[ok]] = np.minimum(lag[edges[ok]], cap[ok])
     return replace(g, pred_lag=lag, dur=np.minimum(g.dur, _typical_durations(rg, named)))
+
+
+def _parted(frame: pl.DataFrame, named: pl.DataFrame, by: list[str]) -> dict[tuple, pl.DataFrame]:
+    """``frame``'s rows of the runs and ``by`` keys ``named`` names, a frame per key."""
+    wanted = named.select([pl.col(c).cast(frame.schema[c]) for c in by]).unique()
+    return frame.join(wanted, on=by, how="semi").partition_by(by, as_dict=True, maintain_order=True)
 
 
 def _no_slower_than_usual(lag: np.ndarray, calls: pl.DataFrame, usual: pl.DataFrame) -> None:
@@ -142,12 +153,12 @@ def _step_bounds(rg: RunGraph) -> pl.DataFrame:
     return per.with_columns(pl.col("end").cum_max().shift(1).over("run_id", "rank").alias("before"))
 
 
-def _first_lag(rg: RunGraph, bounds: pl.DataFrame, run: str, step: int, rank: int, previous: int) -> int:
-    """The lag after its ``previous`` launch that starts the straggler's first launch of ``step`` as long after its
+def _first_lag(rg: RunGraph, bounds: pl.DataFrame, rank: int, previous: int) -> int:
+    """The lag after its ``previous`` launch that starts the straggler's first launch of a step as long after its
     GPU finished the earlier steps as the other ranks' first launches started after theirs (the median;
-    ``bounds``: :func:`_step_bounds`): the CPU time between two steps' launches is mostly a wait for the GPU,
-    which launch-by-launch lags cannot tell."""
-    gaps = bounds.filter(pl.col("run_id") == run, pl.col("step") == step, pl.col("before").is_not_null())
+    ``bounds``: :func:`_step_bounds`' rows of the step): the CPU time between two steps' launches is mostly a
+    wait for the GPU, which launch-by-launch lags cannot tell."""
+    gaps = bounds.filter(pl.col("before").is_not_null())
     others = (gaps["launch"] - gaps["before"]).filter(gaps["rank"] != rank)
     own = gaps.filter(pl.col("rank") == rank)
     if others.is_empty() or own.is_empty():

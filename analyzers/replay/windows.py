@@ -86,17 +86,28 @@ def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = Non
 
 @dataclass(frozen=True)
 class Windowed:
-    """What each window's replay is asked (``replay.steps``' options) and where its activities come from."""
+    """What each window's replay is asked (``replay.steps``' options), where its activities come from and, where
+    they come without them, their cases (``cases``: :func:`with_cases`)."""
 
     ops: pl.LazyFrame
     options: dict[str, Any]
+    cases: pl.DataFrame | None = None
+
+
+def with_cases(ops: pl.DataFrame, cases: pl.DataFrame | None) -> pl.DataFrame:
+    """``ops`` with their ``_case`` and ``_base`` from ``cases`` (the slowdown cases: the activities' key columns,
+    ``_case`` and ``_base``), where given."""
+    if cases is None:
+        return ops
+    key = [c for c in cases.columns if c not in ("_case", "_base")]
+    return ops.join(cases, on=key, how="left", nulls_equal=True).with_columns(pl.col("_case").fill_null(False))
 
 
 def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int, ...]]:
     """One window replayed (``replay.steps`` on its activities): its reported steps and its graph's counts."""
     from traceql.analyzers.replay import steps
 
-    ops = job.ops.filter(window.holds()).collect()
+    ops = with_cases(job.ops.filter(window.holds()).collect(), job.cases)
     options = dict(job.options)
     named = options.pop("stragglers", None)
     if named is not None:
@@ -118,14 +129,14 @@ def _serial(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Win
     return (fn(item, job) for item in items)
 
 
-def by_window(ops: pl.LazyFrame, cut: list[Window], options: dict[str, Any],
-              mapper: Mapper | None = None) -> tuple[pl.DataFrame, list[int]]:
+def by_window(ops: pl.LazyFrame, cut: list[Window], options: dict[str, Any], mapper: Mapper | None = None,
+              cases: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list[int]]:
     """Every window of ``cut`` replayed (``options``: ``replay.steps``' keyword arguments but the cases and
-    baselines, which are the activities' ``_case`` and ``_base``), one after another or through ``mapper``
-    (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the summed
-    counts (``replay.WhatIf``'s)."""
+    baselines, which are the activities' ``_case`` and ``_base``, or ``cases``'), one after another or through
+    ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the
+    summed counts (``replay.WhatIf``'s)."""
     frames, counts = [], [0] * 6
-    for frame, got in (mapper or _serial)(window_steps, cut, Windowed(ops, options)):
+    for frame, got in (mapper or _serial)(window_steps, cut, Windowed(ops, options, cases)):
         frames.append(frame)
         counts = [a + b for a, b in zip(counts, got, strict=True)]
     steps = pl.concat(frames)

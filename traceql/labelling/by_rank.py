@@ -64,7 +64,6 @@ from traceql.labelling.passes import (
     statistics,
 )
 from traceql.labelling.replayed import KEY as CASE_KEY
-from traceql.labelling.replayed import with_cases
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
 from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
@@ -234,10 +233,11 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
     stored = [settings.path(i, "activities.arrow") for i, r in enumerate(firsts) if r.activities is not None]
     if settings.critical and stored:  # every rank's activities, a window of steps at a time over the workers
-        cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "is_slowdown", "baseline_ns")
+        cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "step", "is_slowdown",
+                                                                       "baseline_ns").collect()
         waits = [r.waits for r in firsts if r.waits is not None]
-        priced(result, priced_causes(with_cases(pl.scan_ipc(stored), cases.collect()),
-                                     pl.concat(waits) if waits else None, result.steps, passes.mapper()))
+        priced(result, priced_causes(pl.scan_ipc(stored), pl.concat(waits) if waits else None, result.steps,
+                                     passes.mapper(), cases=cases))
     discard(stored)
     return result
 

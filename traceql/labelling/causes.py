@@ -11,7 +11,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
-from traceql.labelling.replayed import on_clock
+from traceql.labelling.replayed import KEY, on_clock
 from traceql.model import schema
 
 # the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
@@ -52,26 +52,30 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
 
 
 def priced_causes(ops: pl.DataFrame | pl.LazyFrame, waits: pl.DataFrame | None, lost: pl.DataFrame,
-                  mapper: replay.Mapper | None = None) -> Priced:
+                  mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None) -> Priced:
     """``ops`` (``replayed.with_cases``; lazy: read a window at a time) replayed without each cause: the ranking,
     the stragglers' cases and the critical path of the cases (``lost``: `detect`'s steps). A long run is
-    replayed a window of steps at a time (``replay.windowed``; ``mapper``: where the windows are replayed).
-    Runs whose ranks' clocks disagree are not replayed (a collective joins its ranks on one axis, which they do
-    not share)."""
+    replayed a window of steps at a time (``replay.windowed``; ``mapper``: where the windows are replayed);
+    ``cases``: where ``ops`` come without their cases (``replayed.activities``), `detect`'s rows of its cases,
+    joined a window at a time. Runs whose ranks' clocks disagree are not replayed (a collective joins its
+    ranks on one axis, which they do not share)."""
     lazy = ops.lazy()
     clocked = on_clock(lazy.filter(pl.col("kind") == "comm")).collect()
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
     talking = set(clocked["run_id"].unique().to_list())
     del clocked, ops  # one copy of the activities, on the common clock: a large run's replay is its peak
-    lazy = on_clock(lazy.filter(~pl.col("run_id").is_in([run for run, _ in skewed])))
-    cases = lazy.filter(pl.col("_case")).select(
+    unaligned = [run for run, _ in skewed]
+    keyed = None if cases is None else _clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns")
+                                                      ).filter(~pl.col("run_id").is_in(unaligned))
+    lazy = on_clock(lazy.filter(~pl.col("run_id").is_in(unaligned)))
+    found = (lazy.filter(pl.col("_case")).collect() if keyed is None else keyed).select(
         "run_id", "rank", "step", "start_ns", "end_ns",
-        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns")
-    ).collect()
+        (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
     # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
+    marks = None if keyed is None else keyed.drop("step")
     got = replay.windowed(lazy, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
-                          replay_trace=False, mapper=mapper)
+                          replay_trace=False, mapper=mapper, cases=marks)
     if not got.activities:
         return out
     done = got.steps
@@ -81,9 +85,19 @@ def priced_causes(ops: pl.DataFrame | pl.LazyFrame, waits: pl.DataFrame | None, 
     named, cheap = priced(named)
     done = unnamed(done, cheap)
     out.causes = ranking(done, set(done["run_id"].to_list()) - talking)
-    out.held = held_cases(cases, arrived, named)
+    out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
+
+
+def _clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:
+    """`detect`'s ``rows`` of the slowdown cases as the replay marks them (``replayed.KEY``, ``step``, ``_case``,
+    ``_base``), on their run's common clock (``offsets``: each activity's run, rank and clock offset)."""
+    shift = offsets.unique().collect()
+    out = rows.filter(pl.col("is_slowdown")).join(shift, on=["run_id", "rank"], how="left")
+    by = pl.col("clock_offset_ns").fill_null(0)
+    return out.select(*KEY[:4], pl.col("start_ns") + by, pl.col("end_ns") + by, "step", pl.lit(True).alias("_case"),
+                      pl.col("baseline_ns").alias("_base"))
 
 
 def straggler_cases(rows: pl.DataFrame, ranks: pl.DataFrame, arrived: pl.DataFrame,
