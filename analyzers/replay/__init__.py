@@ -21,10 +21,10 @@ from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
-from traceql.analyzers.replay.windows import Mapper, by_window, plan, with_cases
+from traceql.analyzers.replay.windows import Mapper, Stored, Windowed, by_window, plan, with_buckets, with_cases
 
-__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "WhatIf", "bucket_shifts", "steps",
-           "windowed"]
+__all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "Stored", "WhatIf", "bucket_shifts",
+           "steps", "windowed"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
@@ -98,19 +98,24 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
                   rg.disordered)
 
 
-def windowed(ops: pl.DataFrame | pl.LazyFrame, *, size: int | None = None, min_steps: int | None = None,
-             mapper: Mapper | None = None, cases: pl.DataFrame | None = None, **options: object) -> WhatIf:
-    """:func:`steps` of ``ops`` (with their ``_case`` and ``_base``, where they have them, else from ``cases``:
-    ``windows.with_cases``), a window of about ``size`` activities at a time where they hold more
-    (``windows``: a replay's memory bounded by a window; ``mapper`` may replay the windows elsewhere, in
-    order); ``options``: :func:`steps`' other arguments."""
-    lazy = ops.lazy() if isinstance(ops, pl.DataFrame) else ops
-    cut = plan(lazy, size, min_steps)
+def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: int | None = None,
+             mapper: Mapper | None = None, cases: pl.DataFrame | None = None,
+             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, **options: object) -> WhatIf:
+    """:func:`steps` of ``ops`` (activities in a frame, or stored a file a rank: ``windows.Stored``; with their
+    ``_case`` and ``_base``, where they have them, else from ``cases``: ``windows.with_cases``), a window of
+    about ``size`` activities at a time where they hold more (``windows``: a replay's memory bounded by a
+    window; ``mapper`` may replay the windows elsewhere, in order; ``prepare`` is done to each window's
+    activities once read); ``options``: :func:`steps`' other arguments."""
+    if isinstance(ops, pl.DataFrame):
+        ops = with_buckets(ops)
+    cut = plan(ops.scan() if isinstance(ops, Stored) else ops.lazy(), size, min_steps)
+    job = Windowed(ops.lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
     if len(cut) <= 1:
-        frame = with_cases(ops if isinstance(ops, pl.DataFrame) else ops.collect(), cases)
+        frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
+        frame = with_cases(prepare(frame) if prepare else frame, cases)
         return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
                      baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
-    frame, counts = by_window(lazy, cut, options, mapper, cases)
+    frame, counts = by_window(cut, job, mapper)
     recorded, inferred, unexplained, forced, activities, disordered = counts
     return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
 

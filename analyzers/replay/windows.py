@@ -1,65 +1,121 @@
 """A long run replayed a window of steps at a time, so that what one replay holds is bounded by a window, not
 by the run (a run of 32 ranks holds twelve million activities: its whole graph would not fit where its labels do).
 
-A window holds the activities of a few consecutive normal steps of one run (about :data:`WINDOW` of them), the
-step before them, the isolated steps numbered among them and the activity between its steps (by time). The step
-before stands for what came before the window: it is replayed but not reported (every step is replayed on its
-own in the whole run's replay too, its predecessors outside it at their measured or replayed ends, which the
-step before gives). Every normal step is reported by one window; the run's first captured step keeps its mark.
+Each activity belongs to a step's *bucket*: its step, or, between steps, the step of the activity before it on
+its rank (in start order; before its rank's first step, the first bucket). A window holds the buckets of a few
+consecutive normal steps of one run (about :data:`WINDOW` activities) and the bucket before them, which stands
+for what came before the window: it is replayed but not reported (every step is replayed on its own in the whole
+run's replay too, its predecessors outside it at their measured or replayed ends, which the bucket before
+gives). Every normal step is reported by one window; the run's first captured step keeps its mark.
 
 What a window changes: the statistics the straggler what-if takes over a rank's other normal steps (its usual
 lags and durations) are taken over the window's steps, and a recorded wait or a blocked CPU that reaches back
-past the step before is not seen. The edges of a step before are counted twice in the graph's counts.
+past the bucket before is not seen. The edges of a bucket before are counted twice in the graph's counts.
+
+Activities stored a file a rank (:class:`Stored`, `detect` of a run of rank files) are sorted by bucket, so
+that a window reads a slice of each file, not the whole run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 WINDOW = 500_000  # activities replayed at once (a replay holds about 600 B an activity) ...
 MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler what-if's statistics)
+BUCKET = "_bucket"
+BATCH_ROWS = 65_536  # the record batches a stored file is written in (a window reads those of its slice)
+BEFORE_ALL = -(2**31)  # the bucket of what came before a rank's first step
+
+
+def with_buckets(ops: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` with each activity's bucket (module doc), where they have none."""
+    if BUCKET in ops.columns:
+        return ops
+    bucket = pl.col("step").forward_fill().over("run_id", "rank", order_by="start_ns").fill_null(BEFORE_ALL)
+    return ops.with_columns(bucket.cast(pl.Int32).alias(BUCKET))
+
+
+def bucketed(ops: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` with their buckets, sorted by run, bucket and start (as :class:`Stored` keeps them)."""
+    return with_buckets(ops).sort("run_id", BUCKET, "start_ns")
 
 
 @dataclass(frozen=True)
 class Window:
-    """The steps ``first`` .. ``last`` of run ``run_id`` (reported; the first starts at ``at``), the steps from
-    ``since`` held (``since`` < ``first``: the step before, replayed as the window's start), between-step
-    activity started in [``lo``, ``hi``) (None: unbounded)."""
+    """The steps ``first`` .. ``last`` of run ``run_id`` (reported), the buckets from ``since`` held (``since`` <
+    ``first``: the one before, replayed as the window's start); ``opens``/``closes``: whether it is the run's
+    first or last window (it holds what came before or after the normal steps too)."""
 
     run_id: str
     since: int
     first: int
     last: int
-    at: int
-    lo: int | None
-    hi: int | None
+    opens: bool
+    closes: bool
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The buckets it holds, both ends included."""
+        return (BEFORE_ALL if self.opens else self.since), (2**31 - 1 if self.closes else self.last)
 
     def holds(self) -> pl.Expr:
-        """Which activities the window holds (module doc)."""
-        step = pl.col("step")
-        numbered = step.is_between(self.since, self.last)
-        if self.lo is None:  # the first window: what came before the first normal step too
-            numbered |= step < self.first
-        if self.hi is None:  # the last: what came after (isolated steps numbered past the last normal one)
-            numbered |= step > self.last
-        between = step.is_null()
-        if self.lo is not None:
-            between &= pl.col("start_ns") >= self.lo
-        if self.hi is not None:
-            between &= pl.col("start_ns") < self.hi
-        return (pl.col("run_id") == self.run_id) & (numbered | between).fill_null(False)
+        """Which activities (with their bucket) the window holds."""
+        lo, hi = self.bounds
+        return (pl.col("run_id") == self.run_id) & pl.col(BUCKET).is_between(lo, hi)
 
     def before(self) -> pl.Expr:
-        """Which of the activities it holds stand for what came before it (the step before and what ran
-        between that and its first step): another window reports them."""
-        if self.since == self.first:
-            return pl.lit(False)
-        return ((pl.col("step") == self.since) | (pl.col("step").is_null() & (pl.col("start_ns") < self.at))
-                ).fill_null(False)
+        """Which of the activities it holds stand for what came before it: another window reports them."""
+        return pl.lit(False) if self.opens else pl.col(BUCKET) == self.since
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A run's activities stored a file a rank (or a part of one), each file :func:`bucketed`: ``index`` gives,
+    per file, its buckets (ascending) and the row each begins at, so that a window is a slice of each."""
+
+    files: tuple[Path, ...]
+    index: tuple[tuple[np.ndarray, np.ndarray, int], ...]  # per file: buckets, first rows, rows
+
+    @staticmethod
+    def write(ops: pl.DataFrame, path: Path) -> tuple[np.ndarray, np.ndarray, int]:
+        """``ops`` (of one file) :func:`bucketed` into ``path``, in record batches of :data:`BATCH_ROWS`; the
+        file's index (:meth:`of`)."""
+        ops = bucketed(ops)
+        ops.write_ipc(path, record_batch_size=BATCH_ROWS)
+        return Stored.of(ops)
+
+    @staticmethod
+    def of(ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
+        """The index of one file's activities (:func:`bucketed`); none (a file read whole for every window)
+        where they are of several runs."""
+        if ops["run_id"].n_unique() > 1:
+            return np.empty(0, np.int64), np.empty(0, np.int64), -1
+        at = ops.select(pl.col(BUCKET).rle_id().arg_unique().alias("row"))["row"].to_numpy()
+        return ops[BUCKET].to_numpy()[at].astype(np.int64), at.astype(np.int64), ops.height
+
+    def scan(self) -> pl.LazyFrame:
+        return pl.scan_ipc(list(self.files))
+
+    def window(self, w: Window) -> pl.DataFrame:
+        """The activities ``w`` holds: a slice of each file."""
+        lo, hi = w.bounds
+        parts = []
+        for path, (buckets, rows, n) in zip(self.files, self.index, strict=True):
+            if n < 0:
+                parts.append(pl.scan_ipc(path).filter(w.holds()).collect())
+                continue
+            a, b = np.searchsorted(buckets, lo), np.searchsorted(buckets, hi, side="right")
+            start, end = (rows[a] if a < len(rows) else n), (rows[b] if b < len(rows) else n)
+            if end > start:  # the record batches of the slice alone are read (:data:`BATCH_ROWS`)
+                part = pl.scan_ipc(path).slice(int(start), int(end - start))
+                parts.append(part.filter(pl.col("run_id") == w.run_id).collect())
+        return pl.concat(parts) if parts else self.scan().clear().collect()
 
 
 def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = None) -> list[Window]:
@@ -68,30 +124,35 @@ def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = Non
     :data:`MIN_STEPS`), cut where the activity is even."""
     size = WINDOW if size is None else size
     min_steps = MIN_STEPS if min_steps is None else min_steps
-    per = (ops.filter(pl.col("step_kind") == "sync")
-           .group_by("run_id", "step").agg(pl.len().alias("n"), pl.col("start_ns").min().alias("t"))
+    per = (ops.filter(pl.col("step_kind") == "sync").group_by("run_id", "step").agg(pl.len().alias("n"))
            .sort("run_id", "step").collect())
     out = []
     for (run_id,), steps in per.group_by("run_id", maintain_order=True):
-        number, at = steps["step"].to_list(), steps["t"].to_list()
+        number = steps["step"].to_list()
         reach = steps["n"].cum_sum().to_numpy()
         k = max(1, min(-(-int(reach[-1]) // size), len(number) // max(min_steps, 1)))
         cuts = [0, *sorted({int(reach.searchsorted(reach[-1] * j / k)) + 1 for j in range(1, k)}), len(number)]
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             if hi > lo:
-                out.append(Window(str(run_id), number[max(lo - 1, 0)], number[lo], number[hi - 1], at[lo],
-                                  at[lo - 1] if lo else None, at[hi] if hi < len(number) else None))
+                out.append(Window(str(run_id), number[max(lo - 1, 0)], number[lo], number[hi - 1], lo == 0,
+                                  hi == len(number)))
     return out
 
 
 @dataclass(frozen=True)
 class Windowed:
-    """What each window's replay is asked (``replay.steps``' options), where its activities come from and, where
-    they come without them, their cases (``cases``: :func:`with_cases`)."""
+    """What each window's replay is asked (``replay.steps``' options), where its activities come from (with
+    their buckets), what is done to each window's activities once read (``prepare``: say, put them on their
+    run's clock) and, where they come without them, their cases (``cases``: :func:`with_cases`)."""
 
-    ops: pl.LazyFrame
+    ops: pl.LazyFrame | Stored
     options: dict[str, Any]
     cases: pl.DataFrame | None = None
+    prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+
+    def read(self, w: Window) -> pl.DataFrame:
+        ops = self.ops.window(w) if isinstance(self.ops, Stored) else self.ops.filter(w.holds()).collect()
+        return with_cases(self.prepare(ops) if self.prepare else ops, self.cases)
 
 
 def with_cases(ops: pl.DataFrame, cases: pl.DataFrame | None) -> pl.DataFrame:
@@ -107,7 +168,7 @@ def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int
     """One window replayed (``replay.steps`` on its activities): its reported steps and its graph's counts."""
     from traceql.analyzers.replay import steps
 
-    ops = with_cases(job.ops.filter(window.holds()).collect(), job.cases)
+    ops = job.read(window)
     options = dict(job.options)
     named = options.pop("stragglers", None)
     if named is not None:
@@ -129,14 +190,13 @@ def _serial(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Win
     return (fn(item, job) for item in items)
 
 
-def by_window(ops: pl.LazyFrame, cut: list[Window], options: dict[str, Any], mapper: Mapper | None = None,
-              cases: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list[int]]:
-    """Every window of ``cut`` replayed (``options``: ``replay.steps``' keyword arguments but the cases and
-    baselines, which are the activities' ``_case`` and ``_base``, or ``cases``'), one after another or through
+def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None) -> tuple[pl.DataFrame, list[int]]:
+    """Every window of ``cut`` replayed as ``job`` says (its options: ``replay.steps``' keyword arguments but the
+    cases and baselines, which are the activities' ``_case`` and ``_base``), one after another or through
     ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the
     summed counts (``replay.WhatIf``'s)."""
     frames, counts = [], [0] * 6
-    for frame, got in (mapper or _serial)(window_steps, cut, Windowed(ops, options, cases)):
+    for frame, got in (mapper or _serial)(window_steps, cut, job):
         frames.append(frame)
         counts = [a + b for a, b in zip(counts, got, strict=True)]
     steps = pl.concat(frames)

@@ -61,7 +61,7 @@ def test_a_run_in_windows_of_three_steps_replays_as_whole_to_the_nanosecond() ->
 def test_windows_hold_every_step_once_with_the_step_before() -> None:
     req = request(RUNS / "gpt2-4rank-straggler-nsys")
     timeline, _ = req.label(req.runs()[0], None)
-    ops = activities(timeline.kernels, timeline.memops, timeline.ranks).lazy()
+    ops = windows.with_buckets(activities(timeline.kernels, timeline.memops, timeline.ranks)).lazy()
     plan = windows.plan(ops, 1, 2)
     steps = sorted(timeline.kernels.filter(pl.col("step_kind") == "sync")["step"].unique().to_list())
     assert [s for w in plan for s in range(w.first, w.last + 1)] == steps
@@ -69,3 +69,24 @@ def test_windows_hold_every_step_once_with_the_step_before() -> None:
     held = [ops.filter(w.holds()).collect() for w in plan]
     own = [h.height - h.select(w.before().sum()).item() for h, w in zip(held, plan, strict=True)]
     assert sum(own) == ops.collect().height  # every activity reported by one window
+
+
+def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path) -> None:
+    """Each rank's activities in a file of their own, sorted by bucket: a window reads the rows the whole
+    frame's filter gives, and the run replays the same from the files as from the frame."""
+    req = request(RUNS / "gpt2-late-nsys")
+    timeline, labelled = req.label(req.runs()[0], None)
+    ops = on_clock(with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    files, index = [], []
+    for (rank,), part in ops.partition_by("rank", as_dict=True, maintain_order=True).items():
+        files.append(tmp_path / f"rank{rank}.arrow")
+        index.append(windows.Stored.write(part, files[-1]))
+    stored = windows.Stored(tuple(files), tuple(index))
+    frame = windows.with_buckets(ops)
+    plan = windows.plan(stored.scan(), 1, 2)
+    assert len(plan) == 2
+    order = ["rank", "start_ns", "end_ns", "stream", "device"]
+    for w in plan:
+        assert stored.window(w).sort(order).equals(frame.filter(w.holds()).sort(order))
+    how = {"waits": timeline.waits, "ways": (*WAYS, "serialized_ns"), "size": 1, "min_steps": 2}
+    assert replay.windowed(stored, **how).steps.equals(replay.windowed(ops, **how).steps)

@@ -45,6 +45,7 @@ from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.partial import partial_notes
+from traceql.analyzers.replay import Stored
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.causes import priced_causes
@@ -231,13 +232,14 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         rate = sum(r.matched for r in firsts) / compute if compute else 0.0
         notes += baseline_notes(rate, settings.baseline)
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
-    stored = [settings.path(i, "activities.arrow") for i, r in enumerate(firsts) if r.activities is not None]
+    kept = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
+    stored = [path for path, _ in kept]
     if settings.critical and stored:  # every rank's activities, a window of steps at a time over the workers
         cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "step", "is_slowdown",
                                                                        "baseline_ns").collect()
         waits = [r.waits for r in firsts if r.waits is not None]
-        priced(result, priced_causes(pl.scan_ipc(stored), pl.concat(waits) if waits else None, result.steps,
-                                     passes.mapper(), cases=cases))
+        priced(result, priced_causes(Stored(tuple(stored), tuple(index for _, index in kept)),
+                                     pl.concat(waits) if waits else None, result.steps, passes.mapper(), cases=cases))
     discard(stored)
     return result
 

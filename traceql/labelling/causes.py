@@ -5,6 +5,7 @@ doing, and what the cases cost on the critical path (`detect`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import polars as pl
 
@@ -51,31 +52,36 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
     return named, arrived, skewed
 
 
-def priced_causes(ops: pl.DataFrame | pl.LazyFrame, waits: pl.DataFrame | None, lost: pl.DataFrame,
+def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None, lost: pl.DataFrame,
                   mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None) -> Priced:
-    """``ops`` (``replayed.with_cases``; lazy: read a window at a time) replayed without each cause: the ranking,
-    the stragglers' cases and the critical path of the cases (``lost``: `detect`'s steps). A long run is
-    replayed a window of steps at a time (``replay.windowed``; ``mapper``: where the windows are replayed);
-    ``cases``: where ``ops`` come without their cases (``replayed.activities``), `detect`'s rows of its cases,
-    joined a window at a time. Runs whose ranks' clocks disagree are not replayed (a collective joins its
-    ranks on one axis, which they do not share)."""
-    lazy = ops.lazy()
+    """``ops`` (``replayed.with_cases``, or stored a file a rank without their cases: ``replay.Stored``, then
+    ``cases``: `detect`'s rows of its cases) replayed without each cause: the ranking, the stragglers' cases and
+    the critical path of the cases (``lost``: `detect`'s steps). A long run is replayed a window of steps at a
+    time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
+    are not replayed (a collective joins its ranks on one axis, which they do not share)."""
+    lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
     clocked = on_clock(lazy.filter(pl.col("kind") == "comm")).collect()
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
     talking = set(clocked["run_id"].unique().to_list())
-    del clocked, ops  # one copy of the activities, on the common clock: a large run's replay is its peak
-    unaligned = [run for run, _ in skewed]
-    keyed = None if cases is None else _clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns")
-                                                      ).filter(~pl.col("run_id").is_in(unaligned))
-    lazy = on_clock(lazy.filter(~pl.col("run_id").is_in(unaligned)))
-    found = (lazy.filter(pl.col("_case")).collect() if keyed is None else keyed).select(
+    unaligned = tuple(run for run, _ in skewed)
+    del clocked
+    if isinstance(ops, replay.Stored):  # each window put on the common clock once read, its cases joined then
+        if cases is None:
+            raise ValueError("stored activities are replayed with their cases")
+        keyed = _clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns"))
+        keyed = keyed.filter(~pl.col("run_id").is_in(unaligned))
+        marks, prepare = keyed.drop("step"), partial(aligned, unaligned=unaligned)
+    else:  # one copy of the activities, on the common clock, the caller's let go: a large run's replay is its peak
+        ops = aligned(ops, unaligned)
+        keyed, marks, prepare = ops.filter(pl.col("_case")), None, None
+    found = keyed.select(
         "run_id", "rank", "step", "start_ns", "end_ns",
         (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
     # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
-    marks = None if keyed is None else keyed.drop("step")
-    got = replay.windowed(lazy, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
-                          replay_trace=False, mapper=mapper, cases=marks)
+    got = replay.windowed(ops, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
+                          replay_trace=False, mapper=mapper, cases=marks, prepare=prepare)
+    del ops
     if not got.activities:
         return out
     done = got.steps
@@ -88,6 +94,11 @@ def priced_causes(ops: pl.DataFrame | pl.LazyFrame, waits: pl.DataFrame | None, 
     out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
+
+
+def aligned(ops: pl.DataFrame, unaligned: tuple[str, ...]) -> pl.DataFrame:
+    """``ops`` but the runs ``unaligned`` (whose ranks' clocks disagree), on their run's common clock."""
+    return on_clock(ops.filter(~pl.col("run_id").is_in(list(unaligned))))
 
 
 def _clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:

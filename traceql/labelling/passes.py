@@ -33,6 +33,7 @@ from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
 from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.partial import comm_devices
+from traceql.analyzers.replay import Stored
 from traceql.analyzers.reports import step_cases, step_spans
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_inputs, scored
@@ -84,6 +85,7 @@ class Read:
     sequences: Sequences = field(default_factory=list)
     matched: int = 0  # compute kernels whose signature the baseline has
     activities: int | None = None  # the GPU activities it stored for the replay (None: none asked)
+    index: Any = None  # where each of their buckets begins (``replay.Stored``)
     waits: pl.DataFrame | None = None  # its recorded stream waits
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
     comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
@@ -140,8 +142,8 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     if not out.compute:
         return out
     if settings.critical:  # what its replay reads, a window of steps at a time (``replay.windowed``)
-        replayed = activities(kernels, tl.memops, tl.ranks)
-        replayed.write_ipc(settings.path(i, "activities.arrow"))
+        replayed = activities(kernels, tl.memops, tl.ranks)  # a window of steps is a slice of it
+        out.index = Stored.write(replayed, settings.path(i, "activities.arrow"))
         out.activities, out.waits = replayed.height, tl.waits
     isolated = _isolated(overlap)
     inputs = overlap.filter(~isolated)
