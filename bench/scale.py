@@ -4,6 +4,7 @@ with a bare scan of the same kernel tables.
     python bench/scale.py                       # 32 ranks (11.7 M kernels) and 1.9 M (about 5 min on 2 cores)
     python bench/scale.py --sizes 1.9 10 --one  # and 10 M, + one export of each size (several GB of disk)
     python bench/scale.py --hta /path/to/python # + HTA 0.5.0 (installed in that interpreter) on Kineto
+    python bench/scale.py --ranks 0 --sizes --kineto-copies 13 39 --hta PY --whatif   # Kineto alone, 2 sizes
     python bench/scale.py --ranks 0 --sizes 0.5 1 --whatif   # `whatif` beside `detect` on the same run
 
 The shipped traces (``datasets/``) are repeated with time shifts (``bench/scaled.py``) into a temp folder:
@@ -180,7 +181,7 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
     row("  --no-causes", *measure([*TRACEQL, "detect", str(folder), "--no-causes"]), bare)
 
 
-def kineto(copies: int, tmp: Path, hta: str | None) -> None:
+def kineto(copies: int, tmp: Path, hta: str | None, whatif: bool = False) -> None:
     folder = tmp / f"kineto-{copies}"
     folder.mkdir(parents=True, exist_ok=True)
     period = max(kineto_period(f) for f in KINETO)  # one for both ranks: they stay together
@@ -198,10 +199,14 @@ def kineto(copies: int, tmp: Path, hta: str | None) -> None:
     if hta:
         hta_wall, peak = measure([hta, "-c", HTA, str(folder)])
         row("HTA 0.5.0 parse + overlap", hta_wall, peak)
-    for cmd in ("info", "detect"):
+    walls = {}
+    for cmd in ("info", "detect", *(("whatif",) if whatif else ())):
         wall, peak = measure([*TRACEQL, cmd, str(folder)])
+        walls[cmd] = wall
         ratio = f"{hta_wall / wall:8.2f}x" if hta_wall else ""
         print(f"{'traceql ' + cmd:32s} {wall:8.2f} {peak:9.0f} {ratio}", flush=True)
+    if whatif:
+        print(f"{'  whatif / detect':32s} {walls['whatif'] / walls['detect']:8.2f}x")
 
 
 def main() -> None:
@@ -210,7 +215,8 @@ def main() -> None:
     ap.add_argument("--one", action="store_true", help="also one export of each size (rank 0 made longer)")
     ap.add_argument("--ranks", type=int, default=32, help="ranks of the many-rank run (default 32; 0: skip)")
     ap.add_argument("--rank-millions", type=float, default=11.7, help="its millions of kernels (default 11.7)")
-    ap.add_argument("--kineto-copies", type=int, default=13, help="repeats of the Kineto run (0: skip; 13: 2 x 141 MB)")
+    ap.add_argument("--kineto-copies", type=int, nargs="*", default=[13],
+                    help="repeats of the Kineto run, one sitting each (none or 0: skip; 13: 2 x 112 MiB)")
     ap.add_argument("--hta", help="a Python interpreter with holistictraceanalysis 0.5.0 installed")
     ap.add_argument("--keep", type=Path, help="build (and reuse) the traces in this folder")
     ap.add_argument("--whatif", action="store_true", help="also `traceql whatif` of the detector's run, x detect")
@@ -221,8 +227,9 @@ def main() -> None:
             ranks(args.ranks, args.rank_millions, tmp)
         for size in args.sizes:
             nsys_size(size, tmp, args.one, args.whatif)
-        if args.kineto_copies:
-            kineto(args.kineto_copies, tmp, args.hta)
+        for copies in args.kineto_copies:
+            if copies:
+                kineto(copies, tmp, args.hta, args.whatif)
     finally:
         if args.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
