@@ -68,7 +68,7 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     blocked_at[node[blocked] - rg.n_ops] = blocked
     # each frame cut once by what the loop asks of it (a long run names a straggler in many steps)
     by_step = _parted(calls, named, ["run_id", "step"])
-    usual_of = _parted(usual, named, ["run_id", "rank"])
+    usual_of = usual.partition_by("run_id", "rank", as_dict=True, maintain_order=True)  # every rank: they wait
     bounds_of = _parted(bounds, named, ["run_id", "step"])
     for run, step, rank in named.select("run_id", "step", "rank").iter_rows():
         mine = by_step.get((run, step), calls.clear())
