@@ -20,7 +20,8 @@ import polars as pl
 from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
-from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, WAITS, RunGraph, build
+from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, RunGraph, build
+from traceql.analyzers.replay.waits import WAITS
 from traceql.analyzers.replay.windows import Mapper, Stored, Windowed, by_window, plan, with_buckets, with_cases
 
 __all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "Stored", "WhatIf", "bucket_shifts",
