@@ -21,6 +21,7 @@ from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import OP_COLUMNS, OP_SCHEMA, RunGraph, build
+from traceql.analyzers.replay.stragglers import without_stragglers
 from traceql.analyzers.replay.waits import WAITS
 from traceql.analyzers.replay.windows import Mapper, Stored, Windowed, by_window, plan, with_buckets, with_cases
 
@@ -77,7 +78,7 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     part = _parts(rg)
     # each what-if, and the steps it changes (the others are as replayed)
     make: dict[str, Callable[[], tuple[Graph, np.ndarray | None]]] = {
-        "without_straggler_ns": lambda: (scenarios.without_stragglers(rg, named), _steps_of(rg, part, named)),
+        "without_straggler_ns": lambda: (without_stragglers(rg, named), _steps_of(rg, part, named)),
         "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
                                           np.unique(part[:rg.n_ops][is_case])),
         "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),

@@ -64,6 +64,74 @@ def in_trace_order(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: 
                                                          g_ptr, by_group)
 
 
+def in_place(g: Any, order: np.ndarray, part: np.ndarray, active: np.ndarray, start: np.ndarray, end: np.ndarray,
+             fixed_end: np.ndarray | None) -> bool:
+    """The pass over the graph ``g`` itself (``engine.Graph``), no copy of its edges: the ``active`` nodes taken in
+    ``order`` (the trace's), each part on its own (a predecessor in another part, or not active, counts with its
+    ``fixed_end``; none where that is None), ``start`` and ``end`` set in place. False where that order does not
+    put a live predecessor first (or a member of a collective before what follows one): then ``start``/``end``
+    of active nodes hold nothing meaningful and the caller replays them another way."""
+    walk = order[active[order]].astype(np.int64)
+    members = active & (g.group >= 0)
+    n_groups = int(g.group.max()) + 1 if members.any() else 0
+    has_fixed = fixed_end is not None
+    fixed = fixed_end if has_fixed else np.zeros(1, np.int64)
+    return bool(_pass(_in_place_pass, wanted(len(walk)))(
+        walk, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed), active,
+        has_fixed, n_groups, start, end))
+
+
+def _in_place_pass(walk, base, dur, ptr, idx, lag, part, group, tail, fixed, active, has_fixed, n_groups,  # noqa: ANN001, ANN202, PLR0913
+                   start, end):
+    n = base.shape[0]
+    done = np.zeros(n, np.bool_)
+    left = np.zeros(n_groups, np.int64)  # each collective's active members not yet started, then their list
+    for i in walk:
+        if group[i] >= 0:
+            left[group[i]] += 1
+    g_ptr = np.zeros(n_groups + 1, np.int64)
+    for grp in range(n_groups):
+        g_ptr[grp + 1] = g_ptr[grp] + left[grp]
+    fill = g_ptr[:-1].copy()
+    g_nodes = np.zeros(g_ptr[n_groups], np.int64)
+    for i in walk:
+        grp = group[i]
+        if grp >= 0:
+            g_nodes[fill[grp]] = i
+            fill[grp] += 1
+    for i in walk:
+        t = base[i]
+        for k in range(ptr[i], ptr[i + 1]):
+            p = idx[k]
+            if active[p] and part[p] == part[i]:
+                if not done[p]:
+                    return False
+                v = end[p] + lag[k]
+            elif has_fixed:
+                v = fixed[p] + lag[k]
+            else:
+                continue
+            if v > t:
+                t = v
+        start[i] = t
+        grp = group[i]
+        if grp < 0:
+            end[i] = t + dur[i]
+            done[i] = True
+        else:
+            left[grp] -= 1
+            if left[grp] == 0:
+                last = start[g_nodes[g_ptr[grp]]]
+                for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                    if start[g_nodes[k]] > last:
+                        last = start[g_nodes[k]]
+                for k in range(g_ptr[grp], g_ptr[grp + 1]):
+                    j = g_nodes[k]
+                    end[j] = max(start[j], last + tail[j])
+                    done[j] = True
+    return True
+
+
 def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_ptr, g_nodes):  # noqa: ANN001, ANN202
     m = floor.shape[0]
     start = np.zeros(m, np.int64)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from traceql.analyzers.replay.compiled import by_lanes, in_trace_order
+from traceql.analyzers.replay.compiled import by_lanes, in_place, in_trace_order
 
 NEVER = np.iinfo(np.int64).min // 4  # no lower bound
 
@@ -70,6 +70,8 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
         active &= np.isin(part, only)
     start = np.zeros(n, np.int64) if fixed is None else fixed.start.copy()
     end = np.zeros(n, np.int64) if fixed is None else fixed.end.copy()
+    if in_place(g, g.order, part, active, start, end, None if fixed is None else fixed.end):
+        return Replayed(start, end, 0)  # the trace's order served: no cycle, no batch
     forced = 0
     pos = np.empty(n, np.int64)  # each node's place in the order the nodes started in the trace
     pos[g.order] = np.arange(n)
