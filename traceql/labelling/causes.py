@@ -60,7 +60,9 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
     are not replayed (a collective joins its ranks on one axis, which they do not share)."""
     lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
-    clocked = on_clock(lazy.filter(pl.col("kind") == "comm")).collect()
+    clocked = on_clock(lazy.filter(pl.col("kind") == "comm").select(
+        "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "launch_ns",
+        "clock_offset_ns")).collect()  # what the stragglers are named by, of every rank's collectives
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
     talking = set(clocked["run_id"].unique().to_list())
