@@ -26,7 +26,7 @@ from traceql.analyzers.replay.waits import WAITS
 from traceql.analyzers.replay.windows import Mapper, Stored, Windowed, by_window, plan, with_buckets, with_cases
 
 __all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "CommAlone", "Mapper", "Stored", "WhatIf", "bucket_shifts",
-           "steps", "windowed"]
+           "steps", "windowed", "with_cases"]
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,

@@ -132,6 +132,52 @@ def _in_place_pass(walk, base, dur, ptr, idx, lag, part, group, tail, fixed, act
     return True
 
 
+def bound_edges(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray,
+                end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``graph._bound``'s edges, compiled: their order by node then predecessor (stable), the pointers of each
+    node's edges, the predecessors in that order and each edge's lag as the trace shows it (the first edge
+    that reaches a node's latest constraint: the gap measured after it; the others no more than their lag)."""
+    return _pass(_bound_pass, True)(total, *_i64(node, pred, lag, start, end))
+
+
+def _bound_pass(total, node, pred, lag, start, end):  # noqa: ANN001, ANN202
+    ptr = np.zeros(total + 1, np.int64)
+    for e in range(node.shape[0]):
+        ptr[node[e] + 1] += 1
+    for v in range(total):
+        ptr[v + 1] += ptr[v]
+    fill = ptr[:-1].copy()
+    order = np.empty(node.shape[0], np.int64)
+    for e in range(node.shape[0]):
+        order[fill[node[e]]] = e
+        fill[node[e]] += 1
+    out_pred = np.empty(node.shape[0], np.int64)
+    out_lag = np.empty(node.shape[0], np.int64)
+    for v in range(total):
+        a, b = ptr[v], ptr[v + 1]
+        for k in range(a + 1, b):  # a node's few edges by predecessor, ties as they came
+            x = order[k]
+            j = k - 1
+            while j >= a and pred[order[j]] > pred[x]:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = x
+        first = a
+        best = 0
+        for k in range(a, b):
+            x = order[k]
+            value = end[pred[x]] + min(lag[x], start[v] - end[pred[x]])
+            if k == a or value > best:
+                best = value
+                first = k
+        for k in range(a, b):
+            x = order[k]
+            gap = start[v] - end[pred[x]]
+            out_pred[k] = pred[x]
+            out_lag[k] = gap if k == first else min(lag[x], gap)
+    return order, ptr, out_pred, out_lag
+
+
 def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_ptr, g_nodes):  # noqa: ANN001, ANN202
     m = floor.shape[0]
     start = np.zeros(m, np.int64)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.replay.compiled import bound_edges, wanted
 from traceql.analyzers.replay.engine import NEVER, Graph, Replayed
 from traceql.analyzers.replay.waits import recorded_edges
 
@@ -145,6 +146,10 @@ def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:
 def _bound(total: int, edges: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> tuple[Graph, np.ndarray]:
     """The engine's graph with each edge's lag as the trace shows it (module doc); the edges' order in it.
     ``edges``: node, predecessor, default lag (emptied: each array is let go once sorted)."""
+    if wanted(total):  # a large graph: one compiled pass
+        order, ptr, pred, lag = bound_edges(total, *edges[:3], start, end)
+        edges.clear()
+        return _graph(ptr, pred, lag, start, end), order
     node, pred = edges[0], edges[1]
     order = np.argsort(node * np.int64(total) + pred, kind="stable")  # by node, then predecessor
     node, pred, lag = node[order], pred[order], edges[2][order]
@@ -163,12 +168,15 @@ def _bound(total: int, edges: list[np.ndarray], start: np.ndarray, end: np.ndarr
     lag = np.where(binding, gap, np.minimum(lag, gap))
     ptr = np.zeros(total + 1, np.int64)
     np.cumsum(np.bincount(node, minlength=total), out=ptr[1:])
-    has_pred = np.diff(ptr) > 0
-    base = np.where(has_pred, NEVER, start)  # a node nothing explains starts where it did
-    order_all = np.lexsort((np.arange(total), start))
-    dur = end - start
-    return Graph(base.astype(np.int64), dur.astype(np.int64), ptr, pred.astype(np.int64), lag.astype(np.int64),
-                 np.empty(0, np.int64), np.empty(0, np.int64), order_all), order
+    return _graph(ptr, pred, lag, start, end), order
+
+
+def _graph(ptr: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray, end: np.ndarray) -> Graph:
+    """The engine's graph of these edges (CSR), its nodes' times as the trace has them."""
+    base = np.where(np.diff(ptr) > 0, NEVER, start)  # a node nothing explains starts where it did
+    return Graph(base.astype(np.int64), (end - start).astype(np.int64), ptr, pred.astype(np.int64),
+                 lag.astype(np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+                 np.argsort(start, kind="stable"))
 
 
 def _blocked_on(launch_op: np.ndarray, l_time: np.ndarray, l_rank: np.ndarray, chained: np.ndarray,

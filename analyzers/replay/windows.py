@@ -155,13 +155,18 @@ class Windowed:
         return with_cases(self.prepare(ops) if self.prepare else ops, self.cases)
 
 
-def with_cases(ops: pl.DataFrame, cases: pl.DataFrame | None) -> pl.DataFrame:
-    """``ops`` with their ``_case`` and ``_base`` from ``cases`` (the slowdown cases: the activities' key columns,
-    ``_case`` and ``_base``), where given."""
+def with_cases(ops: pl.DataFrame | pl.LazyFrame, cases: pl.DataFrame | None) -> pl.DataFrame | pl.LazyFrame:
+    """``ops`` (lazy, they stay lazy) with their ``_case`` and ``_base`` from ``cases`` (the slowdown cases: the
+    activities' key columns, ``_case`` and ``_base``), where given."""
     if cases is None:
         return ops
     key = [c for c in cases.columns if c not in ("_case", "_base")]
-    return ops.join(cases, on=key, how="left", nulls_equal=True).with_columns(pl.col("_case").fill_null(False))
+    if isinstance(ops, pl.DataFrame) and "start_ns" in key and ops.height:  # a window: its span's cases alone
+        lo, hi = ops["start_ns"].min(), ops["start_ns"].max()
+        cases = cases.filter(pl.col("start_ns").is_between(lo, hi) | pl.col("start_ns").is_null())
+    joined = ops.join(cases.lazy() if isinstance(ops, pl.LazyFrame) else cases,  # type: ignore[arg-type]
+                      on=key, how="left", nulls_equal=True)
+    return joined.with_columns(pl.col("_case").fill_null(False))
 
 
 def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int, ...]]:

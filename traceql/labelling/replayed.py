@@ -59,11 +59,8 @@ def activities(kernels: pl.DataFrame, memops: pl.DataFrame, ranks: pl.DataFrame)
 def with_cases(ops: pl.DataFrame | pl.LazyFrame, rows: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
     """``ops`` (:func:`activities`; lazy, they stay lazy) with whether each is a slowdown case (``_case``) and its
     baseline (``_base``), from `detect`'s rows (those of the cases suffice)."""
-    cases = rows.filter(pl.col("is_slowdown")).select(*KEY, pl.lit(True).alias("_case"),
-                                                      pl.col("baseline_ns").alias("_base"))
-    joined = ops.join(cases.lazy() if isinstance(ops, pl.LazyFrame) else cases,  # type: ignore[arg-type]
-                      on=KEY, how="left", nulls_equal=True)
-    return joined.with_columns(pl.col("_case").fill_null(False))
+    return replay.with_cases(ops, rows.filter(pl.col("is_slowdown")).select(*KEY, pl.lit(True).alias("_case"),
+                                                                            pl.col("baseline_ns").alias("_base")))
 
 
 def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
