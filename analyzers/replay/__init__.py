@@ -108,15 +108,13 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     about ``size`` activities at a time where they hold more (``windows``: a replay's memory bounded by a
     window; ``mapper`` may replay the windows elsewhere, in order; ``prepare`` is done to each window's
     activities once read); ``options``: :func:`steps`' other arguments."""
-    if isinstance(ops, pl.DataFrame):
-        ops = with_buckets(ops)
     cut = plan(ops.scan() if isinstance(ops, Stored) else ops.lazy(), size, min_steps)
-    job = Windowed(ops.lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
-    if len(cut) <= 1:
+    if len(cut) <= 1:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
-        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
+        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,  # type: ignore[arg-type]
                      baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
+    job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
     frame, counts = by_window(cut, job, mapper)
     recorded, inferred, unexplained, forced, activities, disordered = counts
     return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)

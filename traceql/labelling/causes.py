@@ -106,23 +106,19 @@ def aligned(ops: pl.DataFrame, unaligned: tuple[str, ...]) -> pl.DataFrame:
 def _clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:
     """`detect`'s ``rows`` of the slowdown cases as the replay marks them (``replayed.KEY``, ``step``, ``_case``,
     ``_base``), on their run's common clock (``offsets``: each activity's run, rank and clock offset)."""
-    shift = offsets.unique().collect()
-    out = rows.filter(pl.col("is_slowdown")).join(shift, on=["run_id", "rank"], how="left")
-    by = pl.col("clock_offset_ns").fill_null(0)
-    return out.select(*KEY[:4], pl.col("start_ns") + by, pl.col("end_ns") + by, "step", pl.lit(True).alias("_case"),
-                      pl.col("baseline_ns").alias("_base"))
+    out = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "baseline_ns")
+    out = on_clock(out.join(offsets.unique().collect(), on=["run_id", "rank"], how="left"))
+    return out.select(*KEY, "step", pl.lit(True).alias("_case"), pl.col("baseline_ns").alias("_base"))
 
 
 def straggler_cases(rows: pl.DataFrame, ranks: pl.DataFrame, arrived: pl.DataFrame,
                     named: pl.DataFrame) -> pl.DataFrame:
     """The slowdown cases of `detect`'s ``rows`` that were a straggler's doing (``analyzers.causes.held_cases``;
     ``ranks``: each rank's ``clock_offset_ns``; ``arrived``, ``named``: the arrivals and the stragglers)."""
-    shift = pl.col("clock_offset_ns").fill_null(0)
-    cases = (rows.filter(pl.col("is_slowdown")).join(ranks.select("run_id", "rank", "clock_offset_ns"),
-                                                     on=["run_id", "rank"], how="left")
-             .select("run_id", "rank", "step", pl.col("start_ns") + shift, pl.col("end_ns") + shift,
-                     (pl.col("duration_ns") - pl.col("baseline_ns").round().cast(pl.Int64)).clip(0).alias("lost_ns")))
-    return held_cases(cases, arrived, named)
+    cases = on_clock(rows.filter(pl.col("is_slowdown")).join(ranks.select("run_id", "rank", "clock_offset_ns"),
+                                                             on=["run_id", "rank"], how="left"))
+    return held_cases(cases.select("run_id", "rank", "step", "start_ns", "end_ns", (
+        pl.col("duration_ns") - pl.col("baseline_ns").round().cast(pl.Int64)).clip(0).alias("lost_ns")), arrived, named)
 
 
 def unnamed(done: pl.DataFrame, cheap: pl.DataFrame) -> pl.DataFrame:

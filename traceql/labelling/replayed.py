@@ -64,10 +64,11 @@ def with_cases(ops: pl.DataFrame | pl.LazyFrame, rows: pl.DataFrame) -> pl.DataF
 
 
 def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
-    """``ops`` on their run's common clock (each rank's ``clock_offset_ns`` added)."""
+    """``ops`` (activities, or `detect`'s rows of them) on their run's common clock: each rank's
+    ``clock_offset_ns`` added to the times they have (start, end, launch)."""
     shift = pl.col("clock_offset_ns").fill_null(0)
-    return ops.with_columns(pl.col("start_ns") + shift, pl.col("end_ns") + shift, pl.col("launch_ns") + shift
-                            ).drop("clock_offset_ns")
+    times = [c for c in ("start_ns", "end_ns", "launch_ns") if c in ops.columns]
+    return ops.with_columns(pl.col(c) + shift for c in times).drop("clock_offset_ns")
 
 
 def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
