@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -196,3 +197,13 @@ def test_a_long_capture_shows_its_ranks_in_seconds(width: int) -> None:
     assert "(times in s)" in text and "(times in ms)" not in text
     for r in long.iter_rows(named=True):
         assert all(ms3(r[c] / 1000) in text for c in times)  # ns / 1e9: seconds, three decimals
+
+
+@pytest.mark.parametrize("args", [["detect"], ["whatif", str(RUNS / "gpt2-straggler-nsys")],
+                                  ["ranks", str(RUNS / "gpt2-straggler-nsys")]], ids=["detect", "whatif", "ranks"])
+def test_a_clean_run_writes_nothing_to_stderr(args: list[str]) -> None:
+    """As a person runs them (a process of its own, where no test harness catches a library's warning): the
+    embedded example and a straggler run leave stderr empty."""
+    done = subprocess.run([sys.executable, "-m", "traceql", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

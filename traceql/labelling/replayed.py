@@ -4,7 +4,7 @@ without each cause; per run, a verdict a person can act on (`whatif`; `ranks` pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -13,6 +13,7 @@ from traceql.analyzers.causes import ranking, sentence
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
 
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
 
@@ -63,11 +64,12 @@ def with_cases(ops: pl.DataFrame | pl.LazyFrame, rows: pl.DataFrame) -> pl.DataF
                                                                             pl.col("baseline_ns").alias("_base")))
 
 
-def on_clock(ops: pl.DataFrame) -> pl.DataFrame:
+def on_clock(ops: Frame) -> Frame:
     """``ops`` (activities, or `detect`'s rows of them) on their run's common clock: each rank's
     ``clock_offset_ns`` added to the times they have (start, end, launch)."""
     shift = pl.col("clock_offset_ns").fill_null(0)
-    times = [c for c in ("start_ns", "end_ns", "launch_ns") if c in ops.columns]
+    names = ops.collect_schema().names() if isinstance(ops, pl.LazyFrame) else ops.columns
+    times = [c for c in ("start_ns", "end_ns", "launch_ns") if c in names]
     return ops.with_columns(pl.col(c) + shift for c in times).drop("clock_offset_ns")
 
 
