@@ -53,15 +53,17 @@ def _i64(*arrays: np.ndarray) -> list[np.ndarray]:
 
 
 def in_trace_order(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
-                   in_src: np.ndarray, in_lag: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   in_src: np.ndarray, in_lag: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Every node's start and end (local numbering): each starts at ``floor`` or at its predecessors' ends plus
-    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order`` (which
-    puts every predecessor first); a collective's members (``group`` >= 0) end together, each ``tail`` after
-    the last one's start."""
-    local, g_ptr, by_group = _groups(group)
-    floor, dur, tail, in_ptr, in_src, in_lag, order = _i64(floor, dur, tail, in_ptr, in_src, in_lag, order)
-    return _pass(_trace_order_pass, wanted(len(floor)))(floor, dur, local, tail, in_ptr, in_src, in_lag, order,
-                                                         g_ptr, by_group)
+    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order``; a
+    collective's members (``group`` >= 0) end together, each ``tail`` after the last one's start. None where
+    ``order`` does not put every predecessor first (or every member of a collective before what follows one)."""
+    local, g_ptr, _ = _groups(group)
+    m = len(floor)
+    start, end = np.zeros(m, np.int64), np.zeros(m, np.int64)
+    ok = _pass(_in_place_pass, wanted(m))(*_i64(order, floor, dur, in_ptr, in_src, in_lag, np.zeros(m), local, tail,
+                                                np.zeros(1)), np.ones(m, np.bool_), False, len(g_ptr) - 1, start, end)
+    return (start, end) if ok else None
 
 
 def in_place(g: Any, order: np.ndarray, part: np.ndarray, active: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -176,35 +178,6 @@ def _bound_pass(total, node, pred, lag, start, end):  # noqa: ANN001, ANN202
             out_pred[k] = pred[x]
             out_lag[k] = gap if k == first else min(lag[x], gap)
     return order, ptr, out_pred, out_lag
-
-
-def _trace_order_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, order, g_ptr, g_nodes):  # noqa: ANN001, ANN202
-    m = floor.shape[0]
-    start = np.zeros(m, np.int64)
-    end = np.zeros(m, np.int64)
-    left = g_ptr[1:] - g_ptr[:-1]
-    for idx in range(order.shape[0]):
-        i = order[idx]
-        t = floor[i]
-        for k in range(in_ptr[i], in_ptr[i + 1]):
-            v = end[in_src[k]] + in_lag[k]
-            if v > t:
-                t = v
-        start[i] = t
-        grp = group[i]
-        if grp < 0:
-            end[i] = t + dur[i]
-        else:
-            left[grp] -= 1
-            if left[grp] == 0:
-                last = start[g_nodes[g_ptr[grp]]]
-                for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                    if start[g_nodes[k]] > last:
-                        last = start[g_nodes[k]]
-                for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                    j = g_nodes[k]
-                    end[j] = max(start[j], last + tail[j])
-    return start, end
 
 
 def by_lanes(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,

@@ -13,7 +13,6 @@ the order they started in the trace, and counted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -126,10 +125,8 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
     trace_order = np.argsort(pos[nodes], kind="stable")  # local numbers in the order they started in the trace
     group = g.group[nodes]
     arrays = (floor, g.dur[nodes], group, g.tail[nodes], in_ptr, src, lag_l)
-    got: tuple[Any, Any] | None = None
-    if _in_order(trace_order, src, dst, group):
-        got = in_trace_order(*arrays, trace_order)
-    elif g.lane is not None and g.lane_place is not None:
+    got = in_trace_order(*arrays, trace_order)  # None where the trace's order does not serve
+    if got is None and g.lane is not None and g.lane_place is not None:
         by_lane = np.lexsort((g.lane_place[nodes], g.lane[nodes]))
         got = by_lanes(*arrays, np.split(by_lane, np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1))
     if got is not None:
@@ -141,22 +138,6 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
             src.tolist(), lag_l.tolist(), out_ptr.tolist(), dst[by_src].tolist(), trace_order.tolist())
     start[nodes], end[nodes] = got_start, got_end
     return forced
-
-
-def _in_order(trace_order: np.ndarray, src: np.ndarray, dst: np.ndarray, group: np.ndarray) -> bool:
-    """Whether the order the nodes started in the trace puts every predecessor first, and every member of a
-    collective before anything that follows one of them (then the pass can take the nodes in that order)."""
-    pos = np.empty(len(trace_order), np.int64)
-    pos[trace_order] = np.arange(len(trace_order))
-    if (pos[src] >= pos[dst]).any():
-        return False
-    members = np.flatnonzero(group >= 0)
-    if not len(members) or not len(src):
-        return True
-    last = np.full(group.max() + 1, -1, np.int64)
-    np.maximum.at(last, group[members], pos[members])
-    from_member = group[src] >= 0
-    return not (pos[dst[from_member]] <= last[group[src[from_member]]]).any()
 
 
 def _kahn(floor: list, dur: list, group: list, tail: list, in_ptr: list, in_src: list, in_lag: list,
