@@ -76,9 +76,18 @@ def sentence(row: dict[str, Any], error: str = "") -> str:
     where = f"; {error}" if error else ""
     if row["cause"] == "straggler":
         steps = row["steps"]
-        where = (f"; {row['step_cost_ns'] / 1e6:,.1f} ms in step{'s' if len(steps) > 1 else ''} "
-                 f"{', '.join(map(str, steps))}{where}")
+        where = f"; {row['step_cost_ns'] / 1e6:,.1f} ms in {step_list(steps)}{where}"
     return f"{label(row)} costs {row['cost_ns'] / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
+
+
+def step_list(steps: list[int], most: int = 8) -> str:
+    """``steps 2, 4`` or, of more than ``most``, the first few and the last with their count: ``295 steps:
+    7, 13, 19, 25, 31, 37, ..., 1771``."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if len(steps) <= most:
+        return f"steps {', '.join(map(str, steps))}"
+    return f"{len(steps):,} steps: {', '.join(map(str, steps[:most - 2]))}, ..., {steps[-1]}"
 
 
 def held_phrase(held: pl.DataFrame, lead: str = ", of which ") -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.analyzers.test_stragglers import STRAGGLER_RUNS, injected
 from tests.paths import RUNS
+from traceql.analyzers.causes import sentence
 from traceql.commands.detect import detect
 from traceql.commands.ranks import ranks
 from traceql.commands.whatif import whatif
@@ -106,3 +107,13 @@ def test_exposed_communication_is_the_serialized_runs_measured_exposed_time() ->
         ratios[f"{run.gpu}/{run.name}"] = cost / measured
     assert len(ratios) >= 30
     assert all(0.8 <= r <= 1.01 for r in ratios.values()), ratios
+
+
+def test_a_straggler_of_hundreds_of_steps_is_said_in_one_short_line() -> None:
+    """A straggler that held every sixth step of a long run (a run made 296 times longer held 295) is said with
+    the count, the first steps and the last, not with every step: the verdict stays a line or two."""
+    top = detect(LLAMA).causes.row(0, named=True)
+    assert sentence(top).count(",") <= 4  # the run's own steps, in full
+    top["steps"] = list(range(7, 1777, 6))
+    said = sentence(top)
+    assert "295 steps: 7, 13, 19, 25, 31, 37, ..., 1771" in said and len(said) < 120

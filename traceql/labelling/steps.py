@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
-from traceql.analyzers.causes import CAUSES, HELD, ranking
+from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
 from traceql.analyzers.steps import STEP_KEY, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
 from traceql.labelling.causes import clock_note, straggler_cases, unnamed
@@ -100,8 +100,7 @@ def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
     """One note per run on the ranks that held the others yet cost their steps little."""
     out = []
     for (run_id,), part in cheap.group_by("run_id", maintain_order=True):
-        steps = ", ".join(str(s) for s in part["step"].to_list())
-        out.append(f"note: {run_id}: ranks held the others in step(s) {steps} but cost them "
+        out.append(f"note: {run_id}: ranks held the others in {step_list(part['step'].to_list())} but cost them "
                    f"{part['cost_ns'].max() / 1e6:,.1f} ms at most (under {MIN_COST_SHARE:.0%} of a step, by the "
                    "replay): no straggler named")
     return out
