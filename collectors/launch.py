@@ -17,7 +17,7 @@ from traceql.collectors.config import InputSpec, load_input
 from traceql.collectors.envlaunch import TIMEOUT_GRACE_S, Interrupts, exit_codes_of, run_ranks, stop
 from traceql.collectors.errors import CollectError
 from traceql.collectors.files import write_json
-from traceql.collectors.launch_options import LaunchOptions
+from traceql.collectors.launch_options import LaunchOptions, check_env_ranks
 from traceql.collectors.probe import check_cuda_version, probe_python
 from traceql.collectors.profilers import ProfilerOptions, find_binary, postprocess, tool_version
 from traceql.collectors.session import rank_from_env
@@ -54,6 +54,8 @@ def _run_dir(spec: InputSpec, opts: ProfilerOptions, out: Path | None, shared: b
 
 def _check_options(opts: ProfilerOptions, lopts: LaunchOptions, world: int) -> tuple[list[int], int]:
     """The ranks to profile and the isolated steps to run, once the options are known to fit the run."""
+    if lopts.launcher == "env":
+        check_env_ranks(world)
     if world % lopts.nnodes:
         raise CollectError(f"world_size {world} is not a multiple of --nnodes {lopts.nnodes}")
     if lopts.nnodes > 1 and not lopts.rdzv_endpoint and lopts.launcher == "torchrun":

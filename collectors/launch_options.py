@@ -4,9 +4,11 @@ when made: every option names itself in the one error line."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from traceql.collectors.errors import CollectError
+from traceql.collectors.session import RANK_ENV, rank_names
 
 LAUNCHERS = ("torchrun", "env")
 DEVICES = ("auto", "cuda", "cpu")
@@ -47,3 +49,39 @@ def _endpoint(text: str) -> bool:
     """Whether ``text`` is HOST:PORT (an IPv6 host in brackets), the port a number from 1 to 65535."""
     host, sep, port = text.strip().rpartition(":")
     return bool(sep and host.strip("[]") and port.isdigit() and 1 <= int(port) <= 65535)
+
+
+def _env_int(name: str, default: str, least: int, what: str) -> int:
+    """The launcher's variable ``name`` (``default`` when unset) as an integer of at least ``least``."""
+    text = os.environ.get(name, default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise CollectError(f"--launcher env: {name}={text!r} in the launcher's environment: {what} must be an "
+                           f"integer of at least {least}")
+    return value
+
+
+def check_env_ranks(world: int) -> None:
+    """Under ``--launcher env``: the rank, world size and local rank mpirun/srun set (``RANK_ENV``) are
+    numbers, the world size is the run's ``world_size`` and the rank one of its ranks; checked before anything
+    is made or launched."""
+    names = rank_names()
+    if names is None:
+        if world != 1:
+            raise CollectError(f"--launcher env: no rank in the environment (none of "
+                               f"{', '.join(n[0] for n in RANK_ENV)} is set), and world_size is {world}: start "
+                               "each rank with mpirun or srun, or use --launcher torchrun")
+        return
+    rank_var, world_var, local_var = names
+    rank = _env_int(rank_var, "", 0, "a rank")
+    started = _env_int(world_var, "1", 1, "the number of ranks started")
+    _env_int(local_var, "0", 0, "a local rank")
+    if started != world:
+        raise CollectError(f"--launcher env: {world_var}={started} in the launcher's environment, and "
+                           f"local_config.json world_size is {world}: start as many ranks as world_size")
+    if rank >= world:
+        raise CollectError(f"--launcher env: {rank_var}={rank} in the launcher's environment is not a rank of "
+                           f"the run (0..{world - 1}, world_size {world})")

@@ -13,12 +13,18 @@ RANK_ENV = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
             ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
 
 
+def rank_names() -> tuple[str, str, str] | None:
+    """The (rank, world size, local rank) variables of the launcher that set a rank; None alone."""
+    return next((names for names in RANK_ENV if names[0] in os.environ), None)
+
+
 def rank_from_env() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) from whichever launcher set them; (0, 1, 0) alone."""
-    for rank, world, local in RANK_ENV:
-        if rank in os.environ:
-            return int(os.environ[rank]), int(os.environ.get(world, "1")), int(os.environ.get(local, "0"))
-    return 0, 1, 0
+    names = rank_names()
+    if names is None:
+        return 0, 1, 0
+    rank, world, local = names
+    return int(os.environ[rank]), int(os.environ.get(world, "1")), int(os.environ.get(local, "0"))
 
 
 def versions(torch: Any, use_cuda: bool) -> dict[str, Any]:

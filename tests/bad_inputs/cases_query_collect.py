@@ -117,6 +117,38 @@ def nsys_on_cpu(tmp: Path) -> Scenario:
     return collect(tmp, "--profiler", "nsys", phrase="--device cpu runs none")
 
 
+def env_ranks(tmp: Path, phrase: str, **env: str) -> Scenario:
+    """``--launcher env`` with the rank variables mpirun/srun would set as ``env``: refused before anything is
+    made or launched, the input folder as it was."""
+    scenario = collect(tmp, "--launcher", "env", phrase=phrase)
+    scenario.inputs, scenario.env = sorted(p for p in TINY.iterdir() if p.is_file()), env
+    return scenario
+
+
+@case("collect")
+def world_of_minus_one_ranks(tmp: Path) -> Scenario:
+    return collect(tmp, "--set", "world_size=-1", phrase="world_size must be an integer of at least 1 and at most "
+                   "1,048,576, got -1")
+
+
+@case("collect")
+def launcher_env_world_of_zero(tmp: Path) -> Scenario:
+    return env_ranks(tmp, "WORLD_SIZE='0' in the launcher's environment: the number of ranks started must be an "
+                     "integer of at least 1", RANK="0", WORLD_SIZE="0", LOCAL_RANK="0")
+
+
+@case("collect")
+def launcher_env_world_negative(tmp: Path) -> Scenario:
+    return env_ranks(tmp, "SLURM_NTASKS='-2' in the launcher's environment: the number of ranks started must be "
+                     "an integer of at least 1", SLURM_PROCID="0", SLURM_NTASKS="-2")
+
+
+@case("collect")
+def launcher_env_rank_past_the_world(tmp: Path) -> Scenario:
+    return env_ranks(tmp, "OMPI_COMM_WORLD_RANK=5 in the launcher's environment is not a rank of the run (0..1, "
+                     "world_size 2)", OMPI_COMM_WORLD_RANK="5", OMPI_COMM_WORLD_SIZE="2")
+
+
 # --- profile folders and runs given twice, or as their own output ------------------------------------------------
 
 

@@ -38,6 +38,7 @@ class Scenario:
     timeout: int = 120  # seconds before the case counts as a hang
     forbid: str | None = None  # text that must appear nowhere in stdout or stderr (a control character)
     shows: str | None = None  # text stdout must hold: what a command shows of an odd input it reads as it is
+    env: dict[str, str] = field(default_factory=dict)  # environment variables the command runs with
 
 
 CASES: dict[str, Callable[[Path], Scenario]] = {}

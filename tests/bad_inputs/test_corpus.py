@@ -52,8 +52,10 @@ def test_the_corpus_is_large_enough() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_input(invoke, tmp_path: Path, name: str) -> None:
+def test_bad_input(invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     s = CASES[name](tmp_path)
+    for key, value in s.env.items():
+        monkeypatch.setenv(key, value)
     assert s.phrase or (s.code == 0 and s.shows), "a case expects a phrase of its error or warning, or what it shows"
     before = state(s.inputs)
     with time_limit(s.timeout):
