@@ -85,3 +85,17 @@ def buckets_runs_of_two_world_sizes(tmp: Path) -> Scenario:
     first = run_copy(tmp)
     other = run_copy(tmp, lambda m: m["input"]["local_config"].update(world_size=4), name="run4")
     return buckets(first, "of one model and world size", other, None, other)
+
+
+def _result_rank(tmp: Path, rank: Any, phrase: str) -> Scenario:
+    """Rank 1's result of the shipped run naming ``rank`` instead."""
+    run = run_copy(tmp)
+    path = run / "results" / "rank1.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "rank": rank}))
+    return buckets(run, phrase, path)
+
+
+for _name, _rank, _phrase in [("a_word", "one", 'got "one"'), ("past_the_world", 2, "got 2"),
+                              ("negative", -1, "got -1"), ("fractional", 0.5, "got 0.5")]:
+    named("profile", f"buckets_results_rank_{_name}", lambda tmp, r=_rank, p=_phrase: _result_rank(
+        tmp, r, "rank must be a rank of the run, an integer from 0 to 1 (world_size 2), " + p))

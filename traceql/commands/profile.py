@@ -152,13 +152,17 @@ def _run(run: Path) -> dict[str, Any]:
             "cap": found["cap_size"], "traced": bool(traces)}
 
 
-def _results(run: Path) -> list[dict[str, Any]]:
-    """The ranks' result files of a run (``results/rank*.json``), checked for what a buckets profile reads."""
+def _results(run: Path, world: int) -> list[dict[str, Any]]:
+    """The ranks' result files of a run of ``world`` ranks (``results/rank*.json``), checked for what a buckets
+    profile reads."""
     out = []
     for path in sorted((run / "results").glob("rank*.json")):
         data = load_json(path)
         if not isinstance(data, dict):
             raise InputError(f"not a rank's result (expected a JSON object, got {shown(data)})", path=str(path))
+        if "rank" in data and not integer(0, most=world - 1).test(data["rank"]):
+            raise InputError(f"rank must be a rank of the run, an integer from 0 to {world - 1} (world_size {world}),"
+                             f" got {shown(data['rank'])}", path=str(path))
         sizes, versions = data.get("ddp_buckets"), data.get("versions")
         if sizes is not None and not (isinstance(sizes, list) and all(integer(0).test(b) for b in sizes)):
             raise InputError(f"ddp_buckets must be a list of byte counts, got {shown(sizes)}", path=str(path))
@@ -221,7 +225,7 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
         raise OptionError("give one or more run folders of `traceql collect`")
     out = check_folder_output(out, "--out", inputs=runs)
     _once(runs)
-    infos = [(run, _run(run), _results(run)) for run in runs]
+    infos = [(run, info, _results(run, info["world"])) for run, info in [(run, _run(run)) for run in runs]]
     first_run, first, _ = infos[0]
     caps: dict[tuple[float, int], Path] = {}
     for run, info, _ in infos:
