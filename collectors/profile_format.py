@@ -20,6 +20,8 @@ A profile folder holds JSON files ``<kind>-<gpu slug>.json``, each an object wit
   trace of a training run at that cap (``source``, at local batch ``batch``; null without one) the median
   per step of the communication no compute hid (``exposed_comm_ms``), of the GPU time its slowdowns added
   (``overlap_tax_ms``, `traceql detect`'s time lost) and of the step's GPU time (``step_ms``).
+
+Every time in ms is finite, not negative and at most a day (``MOST_MS``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ _ROWS = {
 }
 
 
+MOST_MS = 86_400_000  # a day: a time past it in a profile is a typing mistake or a damaged file
+_TIMES = {"memory": (), "compute": ("forward_ms", "backward_ms", "optimizer_ms"),
+          "buckets": ("allreduce_ms", "exposed_comm_ms", "overlap_tax_ms", "step_ms")}
+
+
 def slug(gpu: str) -> str:
     """The GPU's name as a file name part: ``NVIDIA H200`` → ``nvidia-h200``."""
     return re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
@@ -67,12 +74,25 @@ def file_name(kind: str, gpu: str) -> str:
     return f"{kind}-{slug(gpu)}.json"
 
 
+def _check_times(data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    """CollectError for a time of ``keys`` (a number, or a list of them) past :data:`MOST_MS`: no profiled
+    phase lasts that long, and `solve`'s predictions from it would round every throughput to 0."""
+    for key in keys:
+        values = data.get(key)
+        for i, value in enumerate(values if isinstance(values, list) else [values]):
+            if value is not None and value > MOST_MS:
+                name = f"{key}[{i}]" if isinstance(values, list) else key
+                raise CollectError(f"{where}: {name} must be at most {MOST_MS:,} ms (a day), got {shown(value)}: "
+                                   "no profiled step lasts that long (edited by hand?)")
+
+
 def _check_rows(kind: str, rows: list[Any], where: str) -> None:
     first: dict[Any, int] = {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise CollectError(f"{where}: entry {i} is not an object, got {shown(row)}")
         check(row, _ROWS[kind], f"{where}: entry {i}")
+        _check_times(row, _TIMES[kind], f"{where}: entry {i}")
         if kind == "compute" and row["forward_ms"] + row["backward_ms"] + row["optimizer_ms"] <= 0:
             raise CollectError(f"{where}: entry {i}: a step of 0 ms (forward_ms + backward_ms + optimizer_ms "
                                "must be above 0)")
@@ -96,6 +116,8 @@ def validate(data: Any, where: str) -> dict[str, Any]:
     if data.get("kind") not in KINDS:
         raise CollectError(f"{where}: unknown profile kind {shown(data.get('kind'))} (one of {', '.join(KINDS)})")
     check(data, {"model": TEXT, "gpu": TEXT, **_REQUIRED[data["kind"]]}, where)
+    if data["kind"] == "buckets" and data["comm_model"] is not None:
+        _check_times(data["comm_model"], ("latency_ms", "ms_per_mb"), f"{where}: comm_model")
     _check_rows(data["kind"], data["batches"] if data["kind"] != "buckets" else data["caps"], where)
     return data
 

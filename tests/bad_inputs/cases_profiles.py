@@ -64,6 +64,14 @@ def _zero_step(data: dict[str, Any]) -> None:
     data["batches"][1].update(forward_ms=0, backward_ms=0.0, optimizer_ms=0)
 
 
+def _every(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """Set ``key`` of every batch."""
+    def change(data: dict[str, Any]) -> None:
+        for entry in data["batches"]:
+            entry[key] = value
+    return change
+
+
 def _item(key: str, i: int, value: Any) -> Callable[[dict[str, Any]], None]:
     """Set item ``i`` of the list ``key`` of cap 1."""
     return lambda data: data["caps"][1][key].__setitem__(i, value)
@@ -83,6 +91,10 @@ DAMAGES: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
     ("compute_iterations_a_boolean", COMPUTE, row("iterations", True), "iterations must be an integer of at least 1, "
      "got true"),
     ("compute_batch_twice", COMPUTE, _extend, "a batch is listed once"),
+    ("compute_forward_of_1e300_ms", COMPUTE, _every("forward_ms", 1e300), "entry 0: forward_ms must be at most "
+     "86,400,000 ms (a day), got 1e+300"),  # solve's every configuration: 0 samples/s
+    ("compute_backward_of_the_largest_float", COMPUTE, row("backward_ms", 1.7976931348623157e308, 1), "entry 1: "
+     "backward_ms must be at most 86,400,000 ms (a day), got 1.7976931348623157e+308"),
     ("memory_batch_negative", MEMORY, row("batch", -4, 0), "entry 0: batch must be an integer of at least 1, got -4"),
     ("memory_virtual_workers_nan", MEMORY, row("virtual_workers", NAN), "virtual_workers must be an integer of at "
      "least 0, got NaN"),
@@ -106,6 +118,12 @@ DAMAGES: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
      "comm_model: samples must be an integer of at least 0"),
     ("buckets_world_size_zero", BUCKETS, lambda d: d.update(world_size=0), "world_size must be an integer of at "
      "least 1"),
+    ("buckets_exposed_of_1e300_ms", BUCKETS, row("exposed_comm_ms", 1e300, 1), "entry 1: exposed_comm_ms must be "
+     "at most 86,400,000 ms (a day), got 1e+300"),
+    ("buckets_allreduce_of_1e300_ms", BUCKETS, _item("allreduce_ms", 2, 1e300), "entry 1: allreduce_ms[2] must be "
+     "at most 86,400,000 ms (a day)"),
+    ("buckets_comm_model_slope_of_1e300_ms", BUCKETS, lambda d: d["comm_model"].update(ms_per_mb=1e300),
+     "comm_model: ms_per_mb must be at most 86,400,000 ms (a day)"),
     ("buckets_exposed_negative", BUCKETS, row("exposed_comm_ms", -0.5, 1), "exposed_comm_ms must be a finite "
      "number of at least 0 or null, got -0.5"),
 ]
