@@ -15,14 +15,18 @@ from traceql.collectors.launch import runtime
 def run_profile(kind: str, input_dir: str | Path, out_dir: Path, args: list[str],
                 progress: Callable[[str], None] | None = None) -> Path:
     """Profile the model of ``input_dir`` (``kind`` memory or compute, with ``profile_model``'s ``args``) into
-    ``out_dir``; returns the profile file written. CollectError when the input folder is wrong, this machine
-    cannot run it (stage ``environment``), or the profiling failed (stage ``run``, with its last lines).
+    ``out_dir``; returns the profile file written. CollectError when the input folder is wrong (or a memory
+    profile on CPU has no ``--memory-limit``), this machine cannot run it (stage ``environment``), or the
+    profiling failed (stage ``run``, with its last lines).
 
     The child writes no bytecode (``PYTHONDONTWRITEBYTECODE``): importing ``define_model.py`` leaves no
     ``__pycache__`` in the input folder. ``out_dir``, when this call made it, is removed again if the
     profiling wrote nothing into it."""
     spec = load_input(input_dir)
-    env, python, _ = runtime(spec, {"PYTHONDONTWRITEBYTECODE": "1"}, one_gpu=True)  # one GPU: of one device
+    env, python, info = runtime(spec, {"PYTHONDONTWRITEBYTECODE": "1"}, one_gpu=True)  # one GPU: of one device
+    if kind == "memory" and "--memory-limit" not in args and not info.get("gpus"):
+        raise CollectError("--memory-limit: torch sees no GPU here, and on CPU the memory search needs a limit "
+                           "(there is no device memory to fill): pass one, e.g. --memory-limit 4GB")
     made = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -206,6 +206,17 @@ for _name, _limit, _phrase in [("beyond_a_float", "1e400GB", "--memory-limit '1e
 
 
 @case("profile")
+def memory_on_cpu_without_a_limit(tmp: Path) -> Scenario:
+    """No GPU (the copy's global_config.json hides them, as on a GPU machine too): a usage error, refused before
+    the model runs."""
+    folder = model(tmp)
+    config = folder / "global_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "cuda_visible_devices": "-1"}))
+    return Scenario(["profile", "memory", folder, "--out", tmp / "p"], 2, "--memory-limit: torch sees no GPU here, "
+                    "and on CPU the memory search needs a limit", None, model_inputs(folder), [tmp / "p"])
+
+
+@case("profile")
 def memory_out_an_existing_file(tmp: Path) -> Scenario:
     folder, out = model(tmp), tmp / "profiles.json"
     out.write_text("keep me\n")
