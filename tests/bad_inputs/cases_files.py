@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from tests.bad_inputs.scenario import Scenario, case, detect, sqlite_copy
+from tests.paths import ROOT
 
 # --- files that are not traces -------------------------------------------------------------------------------
 
@@ -73,3 +75,12 @@ def folder_of_reports(tmp: Path) -> Scenario:
 def given_twice(tmp: Path) -> Scenario:
     path = sqlite_copy(tmp)
     return Scenario(["info", path, path], 2, "given twice", path, [path])
+
+
+@case("file")
+def run_folder_with_its_exports_compressed(tmp: Path) -> Scenario:
+    """A run folder of the ground-truth matrix as shipped: its exports xz-compressed beside the names its
+    manifest gives: the line says which file to unpack, and how."""
+    run = shutil.copytree(ROOT / "datasets" / "groundtruth" / "h100-a" / "vit-twin", tmp / "vit-twin")
+    packed = next((run / "traces").glob("*.sqlite.xz")).name
+    return Scenario(["detect", run], 2, f"but {packed} is beside it: unpack it first (xz -dk {packed})", run)

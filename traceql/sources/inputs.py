@@ -82,9 +82,16 @@ def is_file(path: Path) -> bool:
 
 def _missing(path: Path) -> str:
     try:
-        return "a link to nothing" if path.is_symlink() else "no such file or directory"
+        if path.is_symlink():
+            return "a link to nothing"
+        packed = [p.name for p in (path.with_name(path.name + ".xz"), path.with_name(path.name + ".gz"))
+                  if p.is_file()]
     except (OSError, ValueError):
         return "no such file or directory"
+    if packed:  # a run folder shipped with its exports compressed
+        tool = "xz -dk" if packed[0].endswith(".xz") else "gunzip -k"
+        return f"no such file, but {packed[0]} is beside it: unpack it first ({tool} {packed[0]})"
+    return "no such file or directory"
 
 
 def check_file(path: Path) -> InputFile:
