@@ -3,6 +3,7 @@ it (:class:`Model`), and the one way to put a polars frame into it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -31,6 +32,17 @@ def _extension_directory() -> str:
 THREADS_ENV = "TRACEQL_DUCKDB_THREADS"  # set in worker processes: each its share of the cores
 
 
+_INSTANCES = itertools.count()
+
+
+def spill_directory() -> Path:
+    """A folder of its own for one DuckDB instance's spills (a large sort's), not yet made: DuckDB makes it when
+    it first spills and removes it when the instance closes. Instances sharing one folder name their spill files
+    alike and remove each other's (DuckDB 1.4): two processes that spill at once read each other's blocks or
+    fail ("Could not read enough bytes"), and so would the exports of one run read on threads."""
+    return Path(tempfile.gettempdir()) / f"traceql-duckdb-{os.getpid()}-{next(_INSTANCES)}"
+
+
 def threads() -> int | None:
     """The threads this process's work is given (``$TRACEQL_DUCKDB_THREADS``: ``traceql.parallel`` gives each
     worker its share of the cores); None: every core."""
@@ -55,8 +67,9 @@ def connect() -> duckdb.DuckDBPyConnection:
             # give freed memory back at once: the model is read into polars, then the connection closes
             "allocator_flush_threshold": "32MiB",
             "allocator_bulk_deallocation_flush_threshold": "32MiB",
-            # where a large sort spills (a rank's whole activity): the temporary folder, never the user's own
-            "temp_directory": str(Path(tempfile.gettempdir()) / "traceql-duckdb"),
+            # where a large sort spills (a rank's whole activity): the temporary folder, never the user's own,
+            # a folder of this instance's own
+            "temp_directory": str(spill_directory()),
         }
     )
     con.execute("SET enable_progress_bar = false")  # DuckDB's own bar on stderr: commands show their own
