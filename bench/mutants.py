@@ -58,6 +58,10 @@ MUTANTS = [
            "traceql/cli/common.py", "console.width = WIDE if wide else natural_width()",
            "console.width = WIDE if wide else console.width",
            ("tests/cli/test_console.py",)),
+    Mutant("overlap-unmerged-comm", "a kernel's overlap measured against the communication kernels as they are, "
+           "not merged into their union (wrong wherever two ran at once on one device)",
+           "analyzers/overlap.py", "us, ue = merge(ms, me)", "us, ue = ms, me",
+           ("tests/analyzers/test_overlap_union.py",)),
 ]
 
 
