@@ -62,6 +62,11 @@ MUTANTS = [
            "not merged into their union (wrong wherever two ran at once on one device)",
            "analyzers/overlap.py", "us, ue = merge(ms, me)", "us, ue = ms, me",
            ("tests/analyzers/test_overlap_union.py",)),
+    Mutant("straggler-past-measured", "the straggler what-if lets an activity take its typical duration where "
+           "that is longer than it took",
+           "analyzers/replay/stragglers.py", "dur=np.minimum(g.dur, _typical_durations(rg, named)))",
+           "dur=_typical_durations(rg, named))",
+           ("tests/analyzers/test_straggler_bounds.py",)),
 ]
 
 
