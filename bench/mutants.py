@@ -67,6 +67,10 @@ MUTANTS = [
            "analyzers/replay/stragglers.py", "dur=np.minimum(g.dur, _typical_durations(rg, named)))",
            "dur=_typical_durations(rg, named))",
            ("tests/analyzers/test_straggler_bounds.py",)),
+    Mutant("dataset-json-in-place", "dataset add rewrites dataset.json in place (a reader may see it empty or cut)",
+           "traceql/dataset/store.py", "atomic_write(self.meta_path, lambda fh: fh.write(data))",
+           "self.meta_path.write_bytes(data)",
+           ("tests/dataset/test_concurrent_reader.py",)),
 ]
 
 
