@@ -71,6 +71,10 @@ MUTANTS = [
            "traceql/dataset/store.py", "atomic_write(self.meta_path, lambda fh: fh.write(data))",
            "self.meta_path.write_bytes(data)",
            ("tests/dataset/test_concurrent_reader.py",)),
+    Mutant("diff-pairs-isolated-steps", "diff pairs the kernels of isolated steps too, not only of normal steps",
+           "analyzers/diff.py", '(pl.col("kind") == "compute") & (pl.col("step_kind") == "sync")',
+           '(pl.col("kind") == "compute") & pl.col("step").is_not_null()',
+           ("tests/analyzers/test_diff_steps.py",)),
 ]
 
 
