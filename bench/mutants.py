@@ -75,6 +75,15 @@ MUTANTS = [
            "analyzers/diff.py", '(pl.col("kind") == "compute") & (pl.col("step_kind") == "sync")',
            '(pl.col("kind") == "compute") & pl.col("step").is_not_null()',
            ("tests/analyzers/test_diff_steps.py",)),
+    Mutant("tick-guard-off-by-one", "an excess of exactly two clock ticks is taken for a slowdown",
+           "analyzers/baselines/physical.py", '(pl.col("duration_ns") - baseline) > TICKS * pl.col("tick_ns")',
+           '(pl.col("duration_ns") - baseline) >= TICKS * pl.col("tick_ns")',
+           ("tests/analyzers/test_trust_offline.py",)),
+    Mutant("replica-alike-as-distance", "two ranks' step-bag similarity read as a distance (1 - similarity at "
+           "most ALIKE): a shard is taken for a replica",
+           "analyzers/baselines/replicas.py", "_similarity(mine, head_bag) >= ALIKE",
+           "1 - _similarity(mine, head_bag) <= ALIKE",
+           ("tests/analyzers/test_trust_offline.py",)),
 ]
 
 
