@@ -32,6 +32,12 @@ class Mutant:
     tests: tuple[str, ...]
 
 
+# two rungs of the within-trace reference order (analyzers/baselines/within_trace.py), one a line
+NEARLY_CLEAN_MIN = ('("position-min", pl.when(pl.col("position_min_frac") < NEARLY_CLEAN)'
+                    '.then(pl.col("position_min_ns"))),')
+KEY_MEDIAN = '("key", pl.col("key_clean_ns")),'
+CHOICE = " " * 15  # their indent
+
 MUTANTS = [
     Mutant("threshold-ignored", "detect ignores --threshold (always the default 1.2)",
            "traceql/commands/detect.py", "baseline=baseline, threshold=threshold,",
@@ -84,6 +90,11 @@ MUTANTS = [
            "analyzers/baselines/replicas.py", "_similarity(mine, head_bag) >= ALIKE",
            "1 - _similarity(mine, head_bag) <= ALIKE",
            ("tests/analyzers/test_trust_offline.py",)),
+    Mutant("reference-order-swapped", "a borrowed reference (the key's clean median) preferred to the position's "
+           "nearly clean shortest instance",
+           "analyzers/baselines/within_trace.py",
+           f"{NEARLY_CLEAN_MIN}\n{CHOICE}{KEY_MEDIAN}", f"{KEY_MEDIAN}\n{CHOICE}{NEARLY_CLEAN_MIN}",
+           ("tests/analyzers/test_reference_order.py",)),
 ]
 
 
