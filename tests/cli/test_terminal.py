@@ -207,3 +207,17 @@ def test_a_clean_run_writes_nothing_to_stderr(args: list[str]) -> None:
     done = subprocess.run([sys.executable, "-m", "traceql", *args], cwd=ROOT, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_broken_install_is_one_line_and_exit_70(tmp_path: Path) -> None:
+    """DuckDB that cannot load (its library missing: a wheel of another platform) ends like any bug of ours:
+    one `internal error` line naming the ImportError, exit 70, no traceback (the handler had itself imported
+    the engine, and failed again)."""
+    (tmp_path / "duckdb").mkdir()
+    (tmp_path / "duckdb" / "__init__.py").write_text('raise ImportError("libduckdb.so: cannot open shared object")')
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-m", "traceql", "info", str(DDP_TRACE)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, check=False)
+    assert done.returncode == 70 and done.stdout == ""
+    assert done.stderr.startswith("error: internal error (ImportError: libduckdb.so: cannot open shared object)")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

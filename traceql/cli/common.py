@@ -182,13 +182,21 @@ def guarded(command: F) -> F:
             why = err.strerror or type(err).__name__
             raise fail(f"{printable(str(err.filename), one_line=True)}: {why}", 2) from None
         except Exception as exc:  # a bug, not bad input
-            from traceql.model.engine import interrupted  # noqa: PLC0415 - the CLI's start stays light
-
-            if interrupted(exc):  # DuckDB's own word for a Ctrl-C
+            if _interrupted(exc):  # DuckDB's own word for a Ctrl-C
                 raise fail("interrupted", INTERRUPTED) from None
             raise _internal(exc) from None
 
     return run  # type: ignore[return-value]
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether DuckDB said ``exc`` for a Ctrl-C; False where the engine itself cannot be loaded (a broken
+    install: what failed was that import, which the one line then names)."""
+    try:
+        from traceql.model.engine import interrupted  # noqa: PLC0415 - the CLI's start stays light
+    except ImportError:
+        return False
+    return interrupted(exc)
 
 
 def _internal(exc: BaseException) -> typer.Exit:
