@@ -150,8 +150,9 @@ def native_stack(job: Job, tries: int) -> str:
 
 
 def load(count: int) -> list[subprocess.Popen[bytes]]:
-    """``count`` processes that keep a core busy each."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    """``count`` processes that keep a core busy each, until the soak is gone (killed too)."""
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
 
 
 def main() -> int:
@@ -167,6 +168,7 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, help="start no round after this many minutes")
     ap.add_argument("--gdb", type=int, default=0, metavar="TRIES", help="rerun a failed command under gdb")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill stops the busy processes too
     paths = [p.resolve() for p in args.paths] if args.paths else traces(args.set)
     paths = [p for p in paths if args.match is None or args.match in str(p)]
     todo = jobs(paths, tuple(args.commands))
