@@ -24,6 +24,8 @@ keeps those that cost their step at least ``MIN_COST_SHARE`` of it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 MIN_SHARE = 0.10  # of the step's median GPU time
@@ -39,29 +41,34 @@ ARRIVALS = {"run_id": pl.String, "step": pl.Int32, "collective": pl.String, "ind
             "last": pl.Boolean, "held_ns": pl.Int64}
 
 
-def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame, *, keep: Sequence[str] = (),
+             whole: bool = False) -> pl.DataFrame:
     """One row per rank and collective of the normal steps: its arrival on the common clock, its kernel's
     duration, how long it waited for the last rank (``wait_ns``), whether it was the last and for how long it
     held the others (``held_ns``: 0 unless last). The last rank's duration is the collective's own time: it
-    waited for nobody."""
-    comm = (kernels.lazy().filter((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync"))
+    waited for nobody. ``keep``: more columns of ``kernels`` carried along, after those. ``whole``: also the
+    collectives outside any step (step null, matched by their order over the capture) and those some rank of
+    the run lacks (the others' rows, judged among themselves: one rank of a larger job)."""
+    normal = pl.col("step_kind") == "sync"
+    comm = (kernels.lazy().filter((pl.col("kind") == "comm") & (normal | pl.col("step_kind").is_null() if whole
+                                                                 else normal))
             .join(ranks.lazy().select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
             .select("run_id", "rank", "step", pl.col("collective").fill_null(pl.col("short_name")),
                     (pl.col("start_ns") + pl.col("clock_offset_ns").fill_null(0)).alias("arrival_ns"),
-                    (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+                    (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"), *keep)
             .sort("run_id", "rank", "step", "arrival_ns")
             .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over("run_id", "rank", "step", "collective")
                           .alias("index")))
     group = [*_STEP, "collective", "index"]
     n_ranks = ranks.lazy().group_by("run_id").agg(pl.col("rank").n_unique().alias("n_ranks"))
-    latest, second = pl.col("arrival_ns").max(), pl.col("arrival_ns").sort(descending=True).get(1)
+    latest, second = pl.col("arrival_ns").max(), pl.col("arrival_ns").sort(descending=True).get(1, null_on_oob=True)
     out = (comm.join(n_ranks, on="run_id")
-           .filter(pl.len().over(group) == pl.col("n_ranks"), pl.col("n_ranks") > 1)
+           .filter(pl.lit(whole) | ((pl.len().over(group) == pl.col("n_ranks")) & (pl.col("n_ranks") > 1)))
            .with_columns((latest.over(group) - pl.col("arrival_ns")).alias("wait_ns"),
                          (pl.col("rank") == pl.col("rank").sort_by("arrival_ns").last().over(group)).alias("last"),
                          (latest - second).over(group).alias("lead"))
-           .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).alias("held_ns"))
-           .select(*ARRIVALS).sort(*group, "rank"))
+           .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).fill_null(0).alias("held_ns"))
+           .select(*ARRIVALS, *keep).sort(*group, "rank"))
     return out.collect().cast(ARRIVALS)  # type: ignore[arg-type]
 
 

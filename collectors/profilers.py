@@ -133,8 +133,12 @@ def postprocess(opts: ProfilerOptions, binary: Path | None, base: Path) -> list[
             return []
         out = base.with_name(base.name + ".sqlite")
         with atomic_path(out) as tmp:
-            res = subprocess.run([str(binary), "export", "--type", "sqlite", "--force-overwrite", "true",
-                                  "-o", str(tmp), str(rep)], capture_output=True, text=True, timeout=1800)
+            export = [str(binary), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp)]
+            # NVTX payloads (NCCL's message sizes) as blobs, where this nsys can (2024.2 and later)
+            res = subprocess.run([*export, "--include-blobs=true", str(rep)], capture_output=True, text=True,
+                                 timeout=1800)
+            if res.returncode != 0 and "include-blobs" in res.stderr:
+                res = subprocess.run([*export, str(rep)], capture_output=True, text=True, timeout=1800)
             if res.returncode != 0 or not tmp.exists():
                 raise CollectError(f"nsys export of {rep.name} failed: {res.stderr.strip()[-300:]}", stage="run")
         return [out, rep]

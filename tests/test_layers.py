@@ -21,7 +21,7 @@ LAYERS = [
     ("traceql.model",),
     ("traceql.sources", "traceql.trace", "traceql.export", "traceql.collecting", "traceql.parallel",
      "traceql.tuning"),
-    ("traceql.labelling", "traceql.dataset"),
+    ("traceql.labelling", "traceql.dataset", "traceql.comms"),
     ("traceql.commands",),
     ("traceql.validation",),  # every verdict scored on the ground-truth matrix: it runs the commands
     ("traceql.cli", "traceql.__main__"),

@@ -21,7 +21,7 @@ from traceql.sources.shards import Shard
 def _query_error(exc: duckdb.Error) -> QueryError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, duckdb.CatalogException):
-        first += f" (the model's relations: {', '.join(schema.RELATIONS)})"
+        first += f" (the model's relations: {', '.join(schema.RELATIONS)}; and collectives, made when named)"
     elif isinstance(exc, duckdb.PermissionException):
         first += " (SQL here reads the model alone; `traceql query ... --output FILE` saves a result)"
     return QueryError(f"SQL failed: {first}")
@@ -83,6 +83,7 @@ class Trace:
         self._con = con
         self._frames = frames or {}  # the activity relations, as ``activities.finish`` left them
         self._sealed = False
+        self._derived: list[str] = []  # relations computed from the model on demand (``add_relation``)
         self.paths = paths
         self.notes = notes or []  # what reading had to do differently: copies made, rows dropped
         self.closed = False
@@ -96,9 +97,22 @@ class Trace:
         """The DuckDB connection holding the model, sealed (``engine.sealed``) before any SQL of the caller's
         reaches it; reading relations alone (``detect``) never pays for the sealed copy."""
         if not self._sealed:
-            self._con = engine.sealed(self._con, list(schema.RELATIONS))
+            self._con = engine.sealed(self._con, [*schema.RELATIONS, *self._derived])
             self._sealed = True
         return self._con
+
+    def add_relation(self, name: str, frame: pl.DataFrame) -> None:
+        """``frame`` as relation ``name`` beside the model's, for the SQL that follows: a relation computed from
+        the model (``collectives``), added before the first :meth:`sql`."""
+        self._open()
+        if self._sealed:
+            raise QueryError(f"relation {name} is added after SQL ran: add it first")
+        self._con.register("_frame", frame.to_arrow())
+        try:
+            self._con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _frame')
+        finally:
+            self._con.unregister("_frame")
+        self._derived.append(name)
 
     def _open(self) -> None:
         if self.closed:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli import collect, common, dataset, detect, export, info, query, ranks, report, whatif
+from traceql.cli import collect, collectives, common, dataset, detect, export, info, query, ranks, report, whatif
 from traceql.cli import diff as diff_cli
 from traceql.cli import profile as profile_cli
 from traceql.cli import solve as solve_cli
@@ -50,6 +50,7 @@ EXAMPLES = {
     "collect": ["traceql collect my_model/ --profiler nsys --out runs/my-run"],
     "report": ["traceql report run.sqlite -o report.html --step 3"],
     "diff": ["traceql diff before.sqlite after.sqlite --fail-above 3"],
+    "collectives": ["traceql collectives runs/my-run --steps", "traceql collectives run.json.gz --format json"],
     "solve": ["traceql solve profiles/ --global-batch 64 --cluster cluster.json"],
 }
 
@@ -60,7 +61,8 @@ def _epilog(name: str) -> str | None:
 
 
 for _name, _function in (("info", info.info), ("query", query.query), ("detect", detect.detect),
-                         ("ranks", ranks.ranks), ("whatif", whatif.whatif), ("collect", collect.collect),
+                         ("ranks", ranks.ranks), ("collectives", collectives.collectives),
+                         ("whatif", whatif.whatif), ("collect", collect.collect),
                          ("report", report.report), ("diff", diff_cli.diff), ("solve", solve_cli.solve)):
     # the docstring as one paragraph: typer keeps its line breaks, which break the help's own folding
     app.command(_name, epilog=_epilog(_name), help=" ".join((_function.__doc__ or "").split()))(_function)

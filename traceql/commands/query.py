@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 
+from traceql.comms.relation import collectives
 from traceql.errors import OptionError, QueryError
 from traceql.export.files import write_frame
 from traceql.sources.inputs import DEFAULT_TRACE
 from traceql.sources.outputs import check_file_output
 from traceql.trace import read_trace
 
+NAMES_COLLECTIVES = re.compile(r"\bcollectives\b", re.IGNORECASE)
 _SQL_START = ("select", "with", "from", "describe", "show", "summarize", "pivot", "unpivot", "values", "explain",
               "table")  # how a query begins (DuckDB's dialect)
 
@@ -48,6 +51,11 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
     with read_trace(list(paths) or None) as trace:
         if notes is not None:
             notes.extend(trace.notes)
+        if NAMES_COLLECTIVES.search(sql):  # a relation made from the model when a query names it
+            made = collectives(trace)
+            trace.add_relation("collectives", made.rows)
+            if notes is not None:
+                notes.extend(made.notes)
         df = trace.sql(sql, limit=limit)
     if output is not None:
         write_frame(df, Path(output), fmt)

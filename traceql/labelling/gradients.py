@@ -46,13 +46,7 @@ def rebucketing(paths: list[Path] | None, cap_mb: float, gradients: Path | None 
     if isinstance(cap_mb, bool) or not isinstance(cap_mb, (int, float)) or not math.isfinite(cap_mb) or cap_mb <= 0:
         raise OptionError(f"--bucket-cap must be a size in MB above 0, got {cap_mb!r}")
     folder = run_folder(paths)
-    recorded: dict[str, Any] = {}
-    if folder is not None:
-        for path in sorted((folder / "results").glob("rank*.json")):
-            data = load_json(path)
-            if isinstance(data, dict) and (data.get("param_bytes") or data.get("ddp_buckets")):
-                recorded = {**_checked(data, path), **recorded}
-                break
+    recorded = recorded_by(folder) if folder is not None else {}
     given = _checked(load_json(gradients), gradients, required=True) if gradients is not None else {}
     params = given.get("param_bytes") or recorded.get("param_bytes")
     where = str(folder) if folder is not None else ", ".join(map(str, paths or []))
@@ -67,6 +61,16 @@ def rebucketing(paths: list[Path] | None, cap_mb: float, gradients: Path | None 
                               '"bucket_cap_mb" to the gradients file')
         old = pack(params, cap)
     return Rebucketing(float(cap_mb), [int(b) for b in old], pack(params, cap_mb))
+
+
+def recorded_by(folder: Path) -> dict[str, Any]:
+    """What a run folder's ranks recorded of its gradients (``param_bytes``, ``ddp_buckets``: the first rank
+    result that has them), checked; empty when none has."""
+    for path in sorted((folder / "results").glob("rank*.json")):
+        data = load_json(path)
+        if isinstance(data, dict) and (data.get("param_bytes") or data.get("ddp_buckets")):
+            return _checked(data, path)
+    return {}
 
 
 def _checked(data: Any, path: Path, *, required: bool = False) -> dict[str, Any]:

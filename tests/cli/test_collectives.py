@@ -1,0 +1,81 @@
+"""`traceql collectives` as a user runs it: the table in 80 columns, JSON, the query relation, public traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.paths import PUBLIC, RUNS
+from traceql.commands.collectives import collectives
+from traceql.commands.query import run_query
+
+PAIR = RUNS / "gpt2-pair-nsys"
+
+
+def test_table_fits_80_columns_and_names_sizes_bandwidth_and_the_link(invoke, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = invoke("collectives", PAIR, "--steps")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "NVLink 4, 450 GB/s a way" in result.stdout and "NCCL NVTX payload" in result.stdout
+    rows = [line for line in lines if "AllReduce RING/LL" in line]
+    assert len(rows) == 13 and sum("27.0 MiB" in r for r in rows) == 12 and "148.7 MiB" in rows[-1]
+    assert "Steps of gpt2-pair-nsys" in result.stdout
+
+
+def test_json_holds_positions_steps_and_instances(invoke) -> None:
+    result = invoke("collectives", PAIR, "--format", "json")
+    data = json.loads(result.stdout)
+    assert len(data["positions"]) == 13 and len(data["instances"]) == 65 and len(data["steps"]) == 5
+    assert {i["bytes"] for i in data["instances"]} == {28351488, 155968512}
+    assert all(0 < i["busbw_gbps"] < i["link_peak_gbps"] for i in data["instances"])
+
+
+def test_query_reads_the_collectives_relation() -> None:
+    got = run_query([PAIR], "SELECT count(*) AS n, count(DISTINCT rank) AS ranks, min(bytes) AS least "
+                            "FROM collectives WHERE op = 'AllReduce'")
+    assert got.row(0) == (130, 2, 28351488)  # 65 instances, each on both ranks
+    per_rank = run_query([PAIR], "SELECT rank, sum(CASE WHEN last THEN 1 ELSE 0 END) AS last FROM collectives "
+                                 "GROUP BY rank ORDER BY rank")
+    assert per_rank["last"].sum() == 65
+
+
+def test_a_trace_without_sizes_says_so(invoke) -> None:
+    result = invoke("collectives", RUNS / "gpt2-4rank-nsys" / "traces" / "gpt2-4rank-nsys_rank0.sqlite")
+    assert result.exit_code == 0
+    assert "carry no size" in " ".join(result.stderr.split())
+
+
+def test_a_missing_file_is_one_line_and_exit_2(invoke, tmp_path: Path) -> None:
+    result = invoke("collectives", tmp_path / "nope.sqlite")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+PUBLIC_TRACES = ["hta-kineto/nccl_parser_config/nccl_data.json.gz", "hta-kineto/trace_filter",
+                 "hta-kineto/negative_queue_length_values_check/rank0.json.gz", "hta-kineto/trace_diff/control",
+                 "hta-kineto/trace_diff/test", "hta-kineto/df_index_resolver/df_index_resolver.json.gz",
+                 "hta-kineto/critical_path/alexnet", "hta-kineto/ns_resolution_trace",
+                 "nsysai-h100/h100_2gpu_1s.sqlite", "nsysai-h100/mfu_2gpu_after.sqlite",
+                 "nsysai-h100/mfu_2gpu_before.sqlite", "nvfuser-h100/report1.sqlite",
+                 "pipit-perlmutter/saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "tracelens-mi300/train_resnet18.json.gz"]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", PUBLIC_TRACES)
+def test_every_public_trace_reads_and_says_when_it_carries_no_size(name: str) -> None:
+    result = collectives(PUBLIC / name)
+    inst = result.instances
+    unsized = inst.filter(inst["bytes"].is_null()).height
+    assert (unsized > 0) == any("carry no size" in n for n in result.notes)
+    sized = inst.filter(inst["bytes"].is_not_null() & inst["busbw_gbps"].is_not_null())
+    assert (sized["busbw_gbps"] > 0).all()
+
+
+@pytest.mark.corpus
+def test_hta_nccl_trace_sizes_are_its_kernels_own_records() -> None:
+    inst = collectives(PUBLIC / "hta-kineto" / "nccl_parser_config" / "nccl_data.json.gz").instances
+    assert set(inst["size_from"].drop_nulls()) == {"torch.profiler (kernel)"}
+    assert inst["bytes"].min() > 0 and inst.height == 21

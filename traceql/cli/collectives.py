@@ -1,0 +1,88 @@
+"""`traceql collectives`: each collective of a step with its size, bus bandwidth and arrival skew."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from traceql.cli.common import (
+    Files,
+    Format,
+    FormatOption,
+    console,
+    counted,
+    emit_json,
+    guarded,
+    note,
+    spinner,
+    table,
+)
+
+
+@guarded
+def collectives(
+    files: Files = None,
+    fmt: FormatOption = Format.table,
+    steps: Annotated[bool, typer.Option("--steps", help="also each step: its skew and the rank that arrived "
+                                                        "last")] = False,
+) -> None:
+    """Collectives: size, algorithm, bus bandwidth against the link's peak, arrival skew and the last rank."""
+    from traceql.commands.collectives import collectives as run_collectives
+
+    with spinner("reading the collectives…"):
+        result = run_collectives(files or None)
+    for text in result.notes:
+        note(text)
+    if fmt is Format.json:
+        emit_json(result.to_dict())
+        return
+    if not result.runs:
+        console.print("[bold]Collectives[/bold]: none in the normal steps of these traces")
+    positions, by_step = result.positions, result.steps
+    for run in result.runs:
+        _print_run(run, positions.filter(positions["run_id"] == run["run_id"]).to_dicts())
+        if steps:
+            _print_steps(run["run_id"], by_step.filter(by_step["run_id"] == run["run_id"]).to_dicts())
+
+
+def size(n: float | None) -> str:
+    """Bytes in binary units (KiB, MiB, GiB)."""
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} GiB"
+
+
+def _us(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e3:,.1f}"
+
+
+def _print_run(run: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    peak = f"{run['link']}, {run['link_peak_gbps']:g} GB/s a way" if run["link"] else "link unknown"
+    sizes = ", ".join(run["size_from"]) or "none recorded"
+    console.print(f"[bold]Collectives[/bold] of {escape(run['run_id'])}: {counted(run['ranks'], 'rank')}, "
+                  f"{run['instances']:,} instances; {escape(run['gpu'] or 'GPU unnamed')} ({peak}); "
+                  f"sizes: {sizes}; busbw in GB/s (nccl-tests), its share of the peak, transfer and skew "
+                  "medians over the steps, the rank last most often")
+    out = table(None, ("#", "collective", "size", "steps", "xfer us", "busbw", "peak", "skew us", "last"),
+                left={"collective", "last"}, wrap={"collective"})
+    for r in rows:
+        share = "-" if r["peak_share"] is None else f"{100 * r['peak_share']:.0f}%"
+        busbw = "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:,.1f}"
+        out.add_row(str(r["instance"]), escape(r["collective"].replace("/", " ", 1)), size(r["bytes"]),
+                    str(r["steps"]), _us(r["transfer_ns"]), busbw, share, _us(r["skew_ns"]),
+                    "-" if r["last_rank"] is None else f"{r['last_rank']} ({r['last_count']}/{r['steps']})")
+    console.print(out)
+
+
+def _print_steps(run_id: str, rows: list[dict[str, Any]]) -> None:
+    out = table(f"Steps of {escape(run_id)}", ("step", "instances", "skew ms", "held ms", "last rank"))
+    for r in rows:
+        out.add_row(str(r["step"]), str(r["instances"]), f"{r['skew_ns'] / 1e6:,.3f}", f"{r['held_ns'] / 1e6:,.3f}",
+                    str(r["last_rank"]))
+    console.print(out)

@@ -1,0 +1,65 @@
+"""`traceql collectives`: every collective instance of a trace with its size, bus bandwidth and arrival skew."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceql.analyzers import collectives as coll
+from traceql.comms.relation import collectives as read_collectives
+from traceql.labelling.request import request
+from traceql.trace import read_trace
+
+
+@dataclass
+class CollectivesResult:
+    """``rows``: the ``collectives`` relation (one row per rank of each instance); ``instances``: one row per
+    instance; ``positions``: each instance of a step across the steps; ``steps``: per step the rank that held
+    the others longest; ``runs``: per run its GPU, link and peak, and where its sizes came from."""
+
+    rows: pl.DataFrame
+    runs: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def instances(self) -> pl.DataFrame:
+        return coll.instances(self.rows)
+
+    @property
+    def positions(self) -> pl.DataFrame:
+        return coll.positions(self.instances)
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        return coll.step_last(self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: runs, positions, steps and instances (each as a list of rows), notes."""
+        return {"runs": self.runs, "positions": self.positions.to_dicts(), "steps": self.steps.to_dicts(),
+                "instances": self.instances.to_dicts(), "notes": self.notes}
+
+
+def collectives(paths: str | Path | Sequence[str | Path] | None = None) -> CollectivesResult:
+    """The collectives of each run of ``paths`` (the embedded example when None), each run read on its own:
+    instances across ranks, sizes, algorithm and bus bandwidth, arrival skew (``traceql.analyzers.collectives``)."""
+    req = request(paths)
+    rows, runs, notes = [], [], list(req.notes())
+    for run_paths in req.runs():
+        with read_trace(run_paths) as trace:
+            notes += trace.notes
+            found = read_collectives(trace)
+        rows.append(found.rows)
+        notes += found.notes
+        for run_id in found.gpus:
+            lk = found.links.get(run_id)
+            mine = found.rows.filter(pl.col("run_id") == run_id)
+            runs.append({"run_id": run_id, "gpu": found.gpus[run_id], "link": lk.name if lk else None,
+                         "link_peak_gbps": lk.peak_gbps if lk else None,
+                         "ranks": mine["rank"].n_unique(), "instances": mine.filter(pl.col("last")).height,
+                         "size_from": sorted(mine["size_from"].drop_nulls().unique().to_list())})
+    frame = pl.concat(rows) if rows else pl.DataFrame(schema=coll.COLLECTIVES)
+    return CollectivesResult(frame, runs, notes)

@@ -1,0 +1,110 @@
+"""The ``collectives`` relation of an opened trace: its communication kernels sized from what each input
+records (a torch.profiler trace's collective records, an nsys export's NCCL payloads, the run folder's DDP
+buckets), matched into instances across ranks, measured against the link of the run's GPUs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from traceql.analyzers import collectives as coll
+from traceql.analyzers.links import Link, link
+from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
+from traceql.analyzers.stragglers import arrivals, disagreeing
+from traceql.labelling.gradients import recorded_by
+from traceql.sources import kineto_comms, nsys_comms
+from traceql.trace import Trace
+
+COMM_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "short_name", "correlation_id",
+                "kind", "collective", "launch_ns", "step", "step_kind"]
+
+
+@dataclass
+class Collectives:
+    """The relation (one row per rank of each instance), and per run its link and where its sizes came from."""
+
+    rows: pl.DataFrame
+    links: dict[str, Link | None] = field(default_factory=dict)
+    gpus: dict[str, str | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _folder(trace_path: Path) -> Path | None:
+    """The `traceql collect` run folder a trace file lies in (``RUN/traces/FILE``), if it is one."""
+    folder = trace_path.parent.parent if trace_path.parent.name == "traces" else None
+    return folder if folder is not None and (folder / "manifest.json").is_file() else None
+
+
+def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]]]:
+    """What every input of ``trace`` records of its collectives' sizes: by kernel, by call, DDP buckets by run."""
+    ranks, runs = trace.ranks, trace.runs
+    source = dict(zip(runs["path"], runs["source"], strict=True))
+    by_kernel = [pl.DataFrame(schema=coll.BY_KERNEL)]
+    by_call = [pl.DataFrame(schema=coll.BY_CALL)]
+    buckets: dict[str, list[int]] = {}
+    world = ranks.group_by("run_id").len()
+    world_of = dict(zip(world["run_id"], world["len"], strict=True))
+    for path, mine in ranks.group_by("path", maintain_order=True):
+        p = Path(str(path[0]))
+        kind = source.get(str(p))
+        if kind == "kineto":
+            for run_id, rank in mine.select("run_id", "rank").iter_rows():
+                k, c = kineto_comms.read(p, run_id, rank)
+                by_kernel.append(k.select(*coll.BY_KERNEL))
+                by_call.append(c.select(*coll.BY_CALL))
+        elif kind == "nsys":
+            pids = {pid: (run_id, rank) for run_id, rank, pid in mine.select("run_id", "rank", "pid").iter_rows()
+                    if pid is not None}
+            by_call.append(nsys_comms.read(p, pids, world_of[mine["run_id"][0]]).select(*coll.BY_CALL))
+        folder = _folder(p)
+        if folder is not None:
+            for run_id in mine["run_id"].unique():
+                recorded = recorded_by(folder).get("ddp_buckets")
+                if recorded and run_id not in buckets:
+                    buckets[run_id] = [int(b) for b in recorded]
+    return pl.concat(by_kernel), pl.concat(by_call), buckets
+
+
+def _gpus(trace: Trace, comm: pl.DataFrame) -> dict[str, str | None]:
+    """Each run's GPU, by name: the one most of its communication kernels ran on."""
+    gpus = trace.gpus.select("run_id", "device", "name")
+    used = comm.select("run_id", "device").join(gpus, on=["run_id", "device"], how="left")
+    out: dict[str, str | None] = {}
+    for run_id, names in used.group_by("run_id", maintain_order=True):
+        counted = Counter(n for n in names["name"].to_list() if n)
+        out[str(run_id[0])] = counted.most_common(1)[0][0] if counted else None
+    return out
+
+
+def collectives(trace: Trace) -> Collectives:
+    """The ``collectives`` relation of ``trace`` (``analyzers.collectives``), with a note per run whose
+    collectives carry no size (and why), or whose GPU's link is unknown."""
+    kernels = trace.relation("kernels", compact=True)
+    comm = kernels.filter(pl.col("kind") == "comm").select(COMM_COLUMNS).cast({"short_name": pl.String})
+    by_kernel, by_call, buckets = _sizes(trace)
+    gpus = _gpus(trace, comm)
+    links = {run: link(name) for run, name in gpus.items()}
+    sized = coll.sized(comm, by_kernel, by_call, buckets)
+    devices = comm_devices(comm)
+    partial = partial_runs(devices, trace.ranks)["run_id"].to_list()
+    rows = coll.collectives(sized, trace.ranks, links, partial)
+    notes = partial_notes(devices, trace.ranks) + [
+        f"note: {run}: its ranks' clocks disagree (collectives end {skew / 1e6:.1f} ms apart): arrivals, skew and "
+        "the transfer's bandwidth are not measured; each rank's own bandwidth is"
+        for run, skew in disagreeing(arrivals(comm, trace.ranks))]
+    for run_id in trace.runs["run_id"].unique(maintain_order=True).to_list():
+        mine = rows.filter(pl.col("run_id") == run_id)
+        if mine.is_empty():
+            continue
+        unsized = mine.filter(pl.col("bytes").is_null() & pl.col("last")).height
+        if unsized:
+            notes.append(f"note: {run_id}: {unsized:,} of {mine.filter(pl.col('last')).height:,} collectives "
+                         "carry no size: the trace records none (torch.profiler records them; nsys exports "
+                         "NCCL's with --include-blobs=true), nor a DDP bucket fits them: no bandwidth for those")
+        if links.get(run_id) is None:
+            notes.append(f"note: {run_id}: the link of GPU {gpus.get(run_id) or '(unnamed)'} is unknown: "
+                         "bandwidth without a share of its peak")
+    return Collectives(rows, links, gpus, notes)
