@@ -14,9 +14,9 @@ without what a command needs is exit 3). A failed command is printed with its ex
 thread that faulthandler wrote, and, with ``--gdb`` (gdb installed), the native stack of every thread: the
 command is run again under gdb until it fails again (at most ``--gdb`` times).
 
-Sets: ``quick`` (the embedded example, the in-run run, a 4-rank straggler run, a Kineto run: 24 jobs), ``core``
+Sets: ``quick`` (the embedded example, the in-run run, a 4-rank straggler run, a Kineto run: 28 jobs), ``core``
 (those, two more 4-rank runs, two held-out 4-rank runs of the ground-truth matrix and three shared exports where
-../shared is present: 66 jobs, about two minutes a round on 2 cores) and ``all`` (every shipped run folder,
+../shared is present: 77 jobs, about two minutes a round on 2 cores) and ``all`` (every shipped run folder,
 every matrix run with traces and every shared export). Exits 1 when any run failed.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets"
 SHARED = ROOT.parent / "shared" / "datasets"
-COMMANDS = ("info", "detect", "ranks", "whatif", "query", "diff")
+COMMANDS = ("info", "detect", "ranks", "collectives", "whatif", "query", "diff")
 QUERY = "SELECT rank, kind, count(*) AS n, sum(end_ns - start_ns) AS ns FROM kernels GROUP BY ALL ORDER BY ALL"
 QUICK = ("default/gpt2-nsys", "inrun/gpt2-inrun-nsys", "runs/gpt2-4rank-straggler-nsys", "runs/gpt2-torch")
 CORE = (*QUICK, "runs/llama-4rank-straggler-nsys", "runs/gpt2-fsdp2-4rank-nsys")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tests.bad_inputs import (  # noqa: F401 - each registers its cases
     cases_buckets,
+    cases_collectives,
     cases_commands,
     cases_dataset,
     cases_files,
