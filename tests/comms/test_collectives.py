@@ -96,3 +96,36 @@ def test_a_trace_of_one_rank_has_no_last_rank_and_a_floor_of_bandwidth() -> None
     whole = collectives(PAIR_TORCH).instances
     # the shortest kernel of the one rank held is at least the transfer: its bandwidth is at most the whole run's
     assert inst["busbw_gbps"].median() <= whole["busbw_gbps"].median() * 1.001
+
+
+def _stripped(tmp: Path, drop_calls: bool) -> Path:
+    """A copy of the torch.profiler pair whose NCCL kernels lost their size arguments (as before torch 2.2), and
+    with ``drop_calls`` its ``record_param_comms`` / ``nccl:*`` records too."""
+    import gzip
+    import shutil
+
+    run = Path(shutil.copytree(PAIR_TORCH, tmp / "pair"))
+    for trace in (run / "traces").glob("*.json.gz"):
+        doc = json.loads(gzip.decompress(trace.read_bytes()))
+        kept = []
+        for ev in doc["traceEvents"]:
+            name = str(ev.get("name", ""))
+            if drop_calls and (name == "record_param_comms" or name.startswith("nccl:")):
+                continue
+            if ev.get("cat") == "kernel" and "nccl" in name:
+                for key in ("In msg nelems", "Out msg nelems", "dtype", "Group size", "Collective name"):
+                    ev.get("args", {}).pop(key, None)
+            kept.append(ev)
+        doc["traceEvents"] = kept
+        trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return run
+
+
+@pytest.mark.parametrize(("drop_calls", "source"), [(False, "torch.profiler (call)"),
+                                                    (True, "DDP buckets (run folder)")])
+def test_sizes_fall_back_to_the_launching_call_then_to_the_buckets(tmp_path: Path, drop_calls: bool,
+                                                                   source: str) -> None:
+    inst = collectives(_stripped(tmp_path, drop_calls)).instances.filter(pl.col("op") == "AllReduce")
+    assert set(inst["size_from"]) == {source}
+    for _, step in inst.group_by("step"):
+        assert step.sort("instance")["bytes"].to_list() == buckets(PAIR_TORCH)
