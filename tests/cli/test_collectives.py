@@ -23,7 +23,9 @@ def test_table_fits_80_columns_and_names_sizes_bandwidth_and_the_link(invoke, mo
     assert "NVLink 4, 450 GB/s a way" in result.stdout and "NCCL NVTX payload" in result.stdout
     rows = [line for line in lines if "AllReduce RING/LL" in line]
     assert len(rows) == 13 and sum("27.0 MiB" in r for r in rows) == 12 and "148.7 MiB" in rows[-1]
-    assert "Steps of gpt2-pair-nsys" in result.stdout
+    steps = lines[lines.index("Steps of gpt2-pair-nsys") + 3:]
+    assert [r.split()[-1] for r in steps] == ["0"] * 5  # rank 0 came last at each step (JSON: the same)
+    assert "Steps of" not in invoke("collectives", PAIR).stdout
 
 
 def test_json_holds_positions_steps_and_instances(invoke) -> None:
