@@ -63,7 +63,7 @@ def test_report_of_the_embedded_example(invoke, tmp_path: Path) -> None:
     assert "wrote" in result.stderr and "step 2 drawn" in result.stderr
     seen = render(out, tmp_path / "report-embedded.png")
     assert seen["errors"] == [] and seen["requests"] == []  # everything inline: not one request left the file
-    assert seen["plots"] == 5 and seen["svgs"] >= 5
+    assert seen["plots"] == 6 and seen["svgs"] >= 6  # the collectives' skew among them (no size: no bandwidth)
     cases = detect(DDP_TRACE, baseline=[SINGLE_TRACE]).kernels
     in_step = cases.filter((cases["step"] == 2) & cases["is_slowdown"]).height
     assert seen["red"] == in_step > 10  # one red bar per slowed kernel of the step drawn
@@ -91,6 +91,37 @@ def test_report_prices_the_straggler(invoke, tmp_path: Path) -> None:
     seen = render(out, tmp_path / "report-straggler.png")
     assert seen["errors"] == []
     assert f"gpt2-straggler-nsys: {whatif(RUNS / 'gpt2-straggler-nsys').runs[0].text}." in seen["text"]
+
+
+def section(page_text: str, heading: str) -> str:
+    """The markup of the page's section under ``heading`` ("" when the page has none)."""
+    start = page_text.find(f"<h2>{heading}</h2>")
+    return "" if start < 0 else page_text[start:page_text.index("</section>", start)]
+
+
+def test_report_shows_the_collectives(invoke, tmp_path: Path) -> None:
+    """Each instance of a step of the DDP run (its buckets size them) in the table, its bandwidth against the
+    NVLink 4 peak; a single GPU's run says it has none."""
+    from traceql.commands.collectives import collectives
+
+    run = RUNS / "gpt2-4rank-cap2-nsys"
+    positions = collectives(run).positions
+    assert positions.height == 49 and positions["busbw_gbps"].is_not_null().all()
+    out = tmp_path / "cap2.html"
+    assert invoke("report", run, "-o", out).exit_code == 0
+    text = out.read_text()
+    order = [text.index(f"<h2>{h}") for h in ("What if", "Collectives", "Time breakdown")]
+    assert order == sorted(order)
+    mine = section(text, "Collectives")
+    body = mine[mine.index("<tbody>"):mine.index("</tbody>")]
+    assert body.count("<tr>") == positions.height
+    mine = mine.replace("\\u002f", "/")  # a figure's text as plotly's JSON escapes it
+    assert "NVLink 4 peak 450 GB/s" in mine and "(NVLink 4, 450 GB/s one way)" in mine  # the line, the note
+    assert "bus bandwidth (GB/s)" in mine and "arrival skew (ms, summed)" in mine
+    single = tmp_path / "single.html"
+    assert invoke("report", RUNS / "llama-single-nsys", "-o", single).exit_code == 0
+    none = section(single.read_text(), "Collectives")
+    assert "No collective: the trace's ranks ran no communication kernel" in none and "<table" not in none
 
 
 def test_report_of_a_dataset(invoke, tmp_path: Path) -> None:

@@ -10,9 +10,8 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import collectives as coll
-from traceql.comms.relation import collectives as read_collectives
+from traceql.comms.relation import read_runs
 from traceql.labelling.request import request
-from traceql.trace import read_trace
 
 
 @dataclass
@@ -47,19 +46,13 @@ def collectives(paths: str | Path | Sequence[str | Path] | None = None) -> Colle
     """The collectives of each run of ``paths`` (the embedded example when None), each run read on its own:
     instances across ranks, sizes, algorithm and bus bandwidth, arrival skew (``traceql.analyzers.collectives``)."""
     req = request(paths)
-    rows, runs, notes = [], [], list(req.notes())
-    for run_paths in req.runs():
-        with read_trace(run_paths) as trace:
-            notes += trace.notes
-            found = read_collectives(trace)
-        rows.append(found.rows)
-        notes += found.notes
-        for run_id in found.gpus:
-            lk = found.links.get(run_id)
-            mine = found.rows.filter(pl.col("run_id") == run_id)
-            runs.append({"run_id": run_id, "gpu": found.gpus[run_id], "link": lk.name if lk else None,
-                         "link_peak_gbps": lk.peak_gbps if lk else None,
-                         "ranks": mine["rank"].n_unique(), "instances": mine.filter(pl.col("last")).height,
-                         "size_from": sorted(mine["size_from"].drop_nulls().unique().to_list())})
-    frame = pl.concat(rows) if rows else pl.DataFrame(schema=coll.COLLECTIVES)
-    return CollectivesResult(frame, runs, notes)
+    found = read_runs(req.runs())
+    runs = []
+    for run_id, gpu in found.gpus.items():
+        lk = found.links.get(run_id)
+        mine = found.rows.filter(pl.col("run_id") == run_id)
+        runs.append({"run_id": run_id, "gpu": gpu, "link": lk.name if lk else None,
+                     "link_peak_gbps": lk.peak_gbps if lk else None,
+                     "ranks": mine["rank"].n_unique(), "instances": mine.filter(pl.col("last")).height,
+                     "size_from": sorted(mine["size_from"].drop_nulls().unique().to_list())})
+    return CollectivesResult(found.rows, runs, [*req.notes(), *found.notes])

@@ -11,7 +11,9 @@ import polars as pl
 
 from traceql.analyzers import reports
 from traceql.analyzers.causes import held_phrase, sentence
+from traceql.comms.relation import Collectives, read_runs
 from traceql.errors import OptionError
+from traceql.export import collectives as comm_section
 from traceql.export import figures
 from traceql.export.files import atomic_write
 from traceql.export.html import figure, frame_table, page, table
@@ -58,12 +60,13 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
                   outputs={"--output": output})
     timeline, result = req.label_all()
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
-    html_text, drawn = _trace_page(timeline, result, step, threshold)
+    html_text, drawn = _trace_page(timeline, result, step, threshold, read_runs(req.runs()))
     atomic_write(output, lambda fh: fh.write(html_text.encode()))
     return ReportResult(output, drawn, result.cases(), "trace", result.notes)
 
 
-def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float) -> tuple[str, int | None]:
+def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, threshold: float,
+                comms: Collectives) -> tuple[str, int | None]:
     k = result.kernels
     cost = result.steps
     drawn = step if step is not None else reports.busiest_step(cost)
@@ -103,12 +106,15 @@ def _trace_page(timeline: Timeline, result: DetectResult, step: int | None, thre
                            "every total (each rank's capture began at its own moment).</p>"))
     if cost.height:
         sections.append(("What if: what each cause costs a step", _whatif(timeline, ranked)))
+    runs = timeline.kernels["run_id"].unique(maintain_order=True).to_list()
+    firsts = dict(cost.group_by("run_id").agg(pl.col("step").min()).iter_rows()) if cost.height else {}
+    sections.append(("Collectives", comm_section.section(comms.rows, runs, firsts, comms.notes)))
     if result.ranks.height:
         sections.append(("Time breakdown", figure(figures.rank_breakdown(result.ranks))))
     subtitle = (f"{result.source.sentence} · {result.cases():,} slowdown cases among {k.height:,} compute "
                 f"kernels · time lost {result.time_lost_ns() / 1e6:,.3f} ms over all ranks{held_phrase(ranked.held)}")
-    runs = ", ".join(timeline.kernels["run_id"].unique(maintain_order=True).to_list())
-    return page(f"Slowdown report: {runs}", subtitle, sections, result.notes, lead=_lead(ranked.causes)), drawn
+    title = f"Slowdown report: {', '.join(runs)}"
+    return page(title, subtitle, sections, result.notes, lead=_lead(ranked.causes)), drawn
 
 
 def _lead(causes: pl.DataFrame) -> str:

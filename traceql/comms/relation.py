@@ -5,6 +5,7 @@ buckets), matched into instances across ranks, measured against the link of the 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
 from traceql.labelling.gradients import recorded_by
 from traceql.sources import kineto_comms, nsys_comms
-from traceql.trace import Trace
+from traceql.trace import Trace, read_trace
 
 COMM_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "short_name", "correlation_id",
                 "kind", "collective", "launch_ns", "step", "step_kind"]
@@ -108,3 +109,17 @@ def collectives(trace: Trace) -> Collectives:
             notes.append(f"note: {run_id}: the link of GPU {gpus.get(run_id) or '(unnamed)'} is unknown: "
                          "bandwidth without a share of its peak")
     return Collectives(rows, links, gpus, notes)
+
+
+def read_runs(runs: Sequence[list[Path] | None]) -> Collectives:
+    """The ``collectives`` relation of each run (its inputs; None: the embedded example), each read on its own
+    (its sizes and link are the run's), as one; the notes of reading them too."""
+    found = []
+    for run_paths in runs:
+        with read_trace(run_paths) as trace:
+            one = collectives(trace)
+            one.notes = [*trace.notes, *one.notes]
+            found.append(one)
+    rows = pl.concat([f.rows for f in found]) if found else pl.DataFrame(schema=coll.COLLECTIVES)
+    return Collectives(rows, {k: v for f in found for k, v in f.links.items()},
+                       {k: v for f in found for k, v in f.gpus.items()}, [n for f in found for n in f.notes])

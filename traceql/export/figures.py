@@ -126,3 +126,65 @@ def dataset_cases(summary: pl.DataFrame) -> go.Figure:
     fig.add_trace(go.Bar(x=labels, y=summary["case_pct"].to_list(), showlegend=False), row=1, col=1)
     fig.add_trace(go.Bar(x=labels, y=summary["time_lost_ms"].to_list(), showlegend=False), row=1, col=2)
     return _layout(fig, 380)
+
+
+def _titled(fig: go.Figure, title: str) -> go.Figure:
+    fig.update_layout(title={"text": title, "x": 0, "xref": "paper", "xanchor": "left", "font": {"size": 13}},
+                      margin={"t": 45})
+    return fig
+
+
+def collective_bandwidth(inst: pl.DataFrame, title: str) -> go.Figure:
+    """Bus bandwidth of each instance of a step (x, in the order of the ``positions`` table), a marker per step
+    and the median over the steps; the link's peak a dashed line where it is known. ``inst``: one run's
+    instances (``analyzers.collectives.instances``) that have a bandwidth."""
+    inst = inst.sort("collective", "instance", "step")
+    ops = inst.select("collective", "op").unique()
+    one = ops.height == 1  # one collective: its instances by number alone, its name on the axis
+    name = pl.col("op") if ops["op"].n_unique() == ops.height else pl.col("collective")
+    label = pl.format("#{}", "instance") if one else pl.format("{} #{}", name, "instance")
+    inst = inst.with_columns(label.alias("_x"))
+    axis = f"{ops['collective'][0]} #k: its k-th in the step" if one else "collective #k: its k-th in the step"
+    shown = inst.select("_x", "step", "bytes", "transfer_ns", "busbw_gbps", "peak_share")
+    hover = [f"<b>{x}</b>, step {s}<br>{b / 2**20:,.2f} MiB in {t / 1000:,.1f} µs<br>{g:,.1f} GB/s"
+             + ("" if p is None else f", {p * 100:.0f} % of peak") for x, s, b, t, g, p in shown.rows()]
+    fig = go.Figure(go.Scatter(x=inst["_x"].to_list(), y=inst["busbw_gbps"].to_list(), mode="markers",
+                               name="each step", marker={"color": COLOURS["communication"], "size": 7, "opacity": 0.55},
+                               hovertext=hover, hoverinfo="text"))
+    median = inst.group_by("_x", maintain_order=True).agg(pl.col("busbw_gbps").median())
+    fig.add_trace(go.Scatter(x=median["_x"].to_list(), y=median["busbw_gbps"].to_list(), mode="markers",
+                             name="median over the steps",
+                             marker={"color": "#8a5300", "size": 11, "symbol": "line-ew-open", "line": {"width": 3}}))
+    peak, link = inst["link_peak_gbps"].max(), inst["link"].drop_nulls().first()
+    top = float(inst["busbw_gbps"].max() or 0)
+    if peak is not None:
+        fig.add_hline(y=peak, line_dash="dash", line_color="#555",
+                      annotation_text=f"{link} peak {peak:,.0f} GB/s", annotation_position="top left")
+        top = max(top, float(peak))
+    fig.update_xaxes(tickangle=-60 if not one else 0, title_text=f"instance of a step ({axis})")
+    fig = _layout(fig, 440, yaxis_title="bus bandwidth (GB/s)", yaxis_rangemode="tozero",
+                  yaxis_range=[0, top * 1.12], legend={"y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
+    return _titled(fig, title)
+
+
+def collective_skew(steps: pl.DataFrame, title: str) -> go.Figure:
+    """Per step: the arrival skew summed over its collectives (ms), coloured by the rank that held the others
+    longest (``analyzers.collectives.step_last``), how long it held them written on the bar."""
+    runs = steps["run_id"].n_unique() > 1
+    fig = go.Figure()
+    for rank in sorted(set(steps["last_rank"].to_list())):
+        part = steps.filter(pl.col("last_rank") == rank)
+        labels = [f"{r} step {s}" if runs else f"step {s}" for r, s in part.select("run_id", "step").rows()]
+        fig.add_trace(go.Bar(x=labels, y=(part["skew_ns"] / 1e6).to_list(), name=f"rank {rank} arrived last",
+                             marker={"color": RANKS[rank % len(RANKS)]},
+                             text=[f"rank {rank}: held {h / 1e6:,.2f} ms" for h in part["held_ns"].to_list()],
+                             textposition="outside", cliponaxis=False,
+                             hovertext=[f"{n} collectives, skew {k / 1e6:,.3f} ms; rank {rank} held the others "
+                                        f"{h / 1e6:,.3f} ms" for n, k, h in part.select("instances", "skew_ns",
+                                                                                         "held_ns").rows()],
+                             hoverinfo="text"))
+    order = [f"{r} step {s}" if runs else f"step {s}" for r, s in steps.select("run_id", "step").rows()]
+    fig.update_xaxes(categoryorder="array", categoryarray=order)
+    fig = _layout(fig, 360, barmode="overlay", yaxis_title="arrival skew (ms, summed)",
+                  legend={"y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
+    return _titled(fig, title)
