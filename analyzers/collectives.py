@@ -102,11 +102,12 @@ def _from_buckets(comm: pl.DataFrame, buckets: Mapping[str, Sequence[int]]) -> p
 
 
 def collectives(comm: pl.DataFrame, ranks: pl.DataFrame, links: Mapping[str, Link | None],
-                partial: Collection[str] = ()) -> pl.DataFrame:
+                partial: Collection[str] = (), unaligned: Collection[str] = ()) -> pl.DataFrame:
     """The ``collectives`` relation (:data:`COLLECTIVES`): one row per rank of each instance, from :func:`sized`
     communication kernels; ``links``: the link of each run's GPUs (None: unknown); ``partial``: the runs that
     are part of a larger job (``analyzers.partial``), whose communicators' size only a recorded group size
-    tells."""
+    tells; ``unaligned``: the runs whose ranks' clocks disagree (``analyzers.stragglers.disagreeing``). In
+    either, who arrived last is not known, and the transfer is timed by the shortest kernel."""
     arrived = arrivals(comm, ranks, keep=list(SIZE), whole=True)
     if arrived.is_empty():
         return pl.DataFrame(schema=COLLECTIVES)
@@ -115,7 +116,8 @@ def collectives(comm: pl.DataFrame, ranks: pl.DataFrame, links: Mapping[str, Lin
     world = ranks.group_by("run_id").agg(pl.col("rank").n_unique().cast(pl.Int32).alias("_world"))
     whole_run = ~pl.col("run_id").is_in(list(partial))
     n = pl.coalesce(pl.col("group_size").max().over(group), pl.when(whole_run).then(pl.col("_world")))
-    complete = (pl.col("_present") >= pl.col("ranks")) & (pl.col("ranks") > 1) & whole_run
+    aligned = ~pl.col("run_id").is_in(list(unaligned))
+    complete = (pl.col("_present") >= pl.col("ranks")) & (pl.col("ranks") > 1) & whole_run & aligned
     link_rows = pl.DataFrame({"run_id": list(links), "link": [lk.name if lk else None for lk in links.values()],
                               "link_peak_gbps": [lk.peak_gbps if lk else None for lk in links.values()]},
                              schema={"run_id": pl.String, "link": pl.String, "link_peak_gbps": pl.Float64})

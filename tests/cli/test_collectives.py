@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.paths import PUBLIC, RUNS
@@ -81,3 +82,15 @@ def test_hta_nccl_trace_sizes_are_its_kernels_own_records() -> None:
     inst = collectives(PUBLIC / "hta-kineto" / "nccl_parser_config" / "nccl_data.json.gz").instances
     assert set(inst["size_from"].drop_nulls()) == {"torch.profiler (kernel)"}
     assert inst["bytes"].min() > 0 and inst.height == 21
+
+
+@pytest.mark.corpus
+def test_ranks_whose_clocks_disagree_have_no_last_rank_and_a_floor_of_bandwidth() -> None:
+    result = collectives(PUBLIC / "hta-kineto" / "trace_filter")  # two ranks of a 128-rank job, 21 ms apart
+    inst = result.instances
+    assert inst.height == 10 and inst["last_rank"].null_count() == 10 and inst["skew_ns"].null_count() == 10
+    assert any("clocks disagree" in n and "a floor" in n for n in result.notes)
+    rows = result.rows  # the transfer is the shortest of the ranks' kernels
+    least = rows.group_by("step", "collective", "instance").agg(pl.col("duration_ns").min().alias("least"))
+    both = inst.join(least, on=["step", "collective", "instance"])
+    assert (both["transfer_ns"] == both["least"]).all()

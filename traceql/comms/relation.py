@@ -91,11 +91,12 @@ def collectives(trace: Trace) -> Collectives:
     sized = coll.sized(comm, by_kernel, by_call, buckets)
     devices = comm_devices(comm)
     partial = partial_runs(devices, trace.ranks)["run_id"].to_list()
-    rows = coll.collectives(sized, trace.ranks, links, partial)
+    unaligned = disagreeing(arrivals(comm, trace.ranks))
+    rows = coll.collectives(sized, trace.ranks, links, partial, [run for run, _ in unaligned])
     notes = partial_notes(devices, trace.ranks) + [
-        f"note: {run}: its ranks' clocks disagree (collectives end {skew / 1e6:.1f} ms apart): arrivals, skew and "
-        "the transfer's bandwidth are not measured; each rank's own bandwidth is"
-        for run, skew in disagreeing(arrivals(comm, trace.ranks))]
+        f"note: {run}: its ranks' clocks disagree (collectives end {skew / 1e6:.1f} ms apart): who arrived last "
+        "and the skew are not measured, and each transfer is timed by its shortest kernel (bandwidth: a floor)"
+        for run, skew in unaligned]
     for run_id in trace.runs["run_id"].unique(maintain_order=True).to_list():
         mine = rows.filter(pl.col("run_id") == run_id)
         if mine.is_empty():
