@@ -129,3 +129,22 @@ def test_sizes_fall_back_to_the_launching_call_then_to_the_buckets(tmp_path: Pat
     assert set(inst["size_from"]) == {source}
     for _, step in inst.group_by("step"):
         assert step.sort("instance")["bytes"].to_list() == buckets(PAIR_TORCH)
+
+
+def test_fsdp_all_gathers_and_reduce_scatters_agree_under_both_profilers() -> None:
+    """NCCL's payload gives what one rank sends, torch.profiler the whole buffer: both are nccl-tests' size once
+    read; each step reduce-scatters every gradient (FSDP pads each to a multiple of the ranks)."""
+    nsys, torch = (collectives(RUNS / r) for r in ("fsdp2-pair-nsys", "fsdp2-pair-torch"))
+    both = nsys.positions.join(torch.positions, on=["collective", "instance"], suffix="_k")
+    assert both.height == 38 and set(both["op"]) == {"AllGather", "ReduceScatter"}
+    assert both["bytes"].to_list() == both["bytes_k"].to_list()
+    grads = sum(json.loads((RUNS / "fsdp2-pair-nsys" / "results" / "rank0.json").read_text())["param_bytes"])
+    for result in (nsys, torch):
+        scattered = (result.instances.filter(pl.col("op") == "ReduceScatter").group_by("step")
+                     .agg(pl.col("bytes").sum())["bytes"])
+        assert all(0 <= b - grads < 4 * 1024 for b in scattered)
+        by_op = {op: bw for op, bw in result.instances.group_by("op").agg(pl.col("busbw_gbps").median()).iter_rows()}
+        assert 100 < by_op["AllGather"] < 450 and 100 < by_op["ReduceScatter"] < 450
+    medians = [r.instances.group_by("op").agg(pl.col("busbw_gbps").median()).sort("op")["busbw_gbps"]
+               for r in (nsys, torch)]
+    assert ((medians[1] / medians[0] - 1).abs() < 0.05).all()  # measured: 0.1 and 0.5 %
