@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import polars as pl
-from msgspec import Struct
+from msgspec import Raw, Struct
 
 from traceql.model.names import COMM_NAME_REGEX
 from traceql.sources.kineto import _ns
@@ -32,11 +32,22 @@ FROM_KERNEL = "torch.profiler (kernel)"
 FROM_CALL = "torch.profiler (call)"
 
 
+class _Head(Struct, gc=False):
+    """An event's name alone (its other fields skipped), to tell which events to decode."""
+
+    name: Any = None
+
+
 class _Doc(Struct, gc=False):
-    traceEvents: list[Any] = []  # noqa: N815 - the trace's own key
+    traceEvents: list[Raw] = []  # noqa: N815 - the trace's own key: each event's text
 
 
-_DOC = msgspec.json.Decoder(_Doc, float_hook=str)  # floats as their text: microseconds to ns exactly
+class _Heads(Struct, gc=False):
+    traceEvents: list[_Head | None] = []  # noqa: N815
+
+
+_DOC, _HEADS = msgspec.json.Decoder(_Doc), msgspec.json.Decoder(_Heads)
+_EVENT = msgspec.json.Decoder(Any, float_hook=str)  # floats as their text: microseconds to ns exactly
 COMM = re.compile(COMM_NAME_REGEX, re.IGNORECASE)
 
 
@@ -75,13 +86,17 @@ def read(path: Path, run_id: str, rank: int) -> tuple[pl.DataFrame, pl.DataFrame
     kernels: dict[str, list] = {"correlation_id": [], "bytes": [], "dtype": [], "group_size": []}
     calls: dict[str, list] = {"ts": [], "dur": [], "bytes": [], "dtype": [], "group_size": []}
     data = _read(path)
-    try:
-        events = _DOC.decode(data).traceEvents if data is not None else []
-    except (msgspec.MsgspecError, ValueError, RecursionError):
-        events = []
-    for raw in events:
-        ev = raw if isinstance(raw, dict) else None
-        if ev is None or ev.get("ph") != "X" or not isinstance(ev.get("name"), str):
+    try:  # each event's name, then only the events that may be collectives decoded whole
+        heads = _HEADS.decode(data).traceEvents if data is not None else []
+        texts = _DOC.decode(data).traceEvents if data is not None else []
+    except (msgspec.MsgspecError, ValueError, RecursionError):  # the streaming reader reads such documents
+        heads, texts = [], []
+    for head, text in zip(heads, texts, strict=True):
+        name = head.name if head is not None else None
+        if not isinstance(name, str) or not (name == "record_param_comms" or "ccl" in name.lower()):
+            continue
+        ev = _EVENT.decode(text)
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
         name, cat = ev["name"], str(ev.get("cat", "")).lower()
         call = name == "record_param_comms" or name.startswith("nccl:")
