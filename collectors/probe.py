@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -46,7 +48,31 @@ def probe_python(python: str, env: dict[str, str]) -> dict:
         raise CollectError(f"torch is not importable by {python} ({info['error']}): install it, e.g. "
                            "pip install 'traceql[collect]', or set python_path in global_config.json",
                            stage="environment")
+    if info.get("gpus"):
+        info["interconnect"] = interconnect(env)
     return info
+
+
+LINK = re.compile(r"^\s*Link (\d+): ([0-9.]+) GB/s\s*$", re.MULTILINE)
+
+
+def interconnect(env: dict[str, str]) -> dict | None:
+    """The NVLinks of the first GPU the run uses, as ``nvidia-smi nvlink -s`` reports them: how many are up and
+    each one's speed (GB/s, one way), and their sum (``nvlink_gbps``); None where nvidia-smi is absent, fails or
+    reports no active link (a PCIe-only GPU)."""
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    first = (env.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+    if smi is None:
+        return None
+    try:
+        res = subprocess.run([smi, "nvlink", "-s", "-i", first], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    speeds = [float(speed) for _, speed in LINK.findall(res.stdout)] if res.returncode == 0 else []
+    if not speeds:
+        return None
+    return {"nvlink_links": len(speeds), "nvlink_link_gbps": max(speeds), "nvlink_gbps": round(sum(speeds), 3),
+            "from": "nvidia-smi nvlink -s"}
 
 
 def check_cuda_version(info: dict, wanted: str | None) -> None:

@@ -148,3 +148,19 @@ def test_fsdp_all_gathers_and_reduce_scatters_agree_under_both_profilers() -> No
     medians = [r.instances.group_by("op").agg(pl.col("busbw_gbps").median()).sort("op")["busbw_gbps"]
                for r in (nsys, torch)]
     assert ((medians[1] / medians[0] - 1).abs() < 0.05).all()  # measured: 0.1 and 0.5 %
+
+
+def test_the_link_collect_recorded_is_the_peak(tmp_path: Path) -> None:
+    import shutil
+
+    run = Path(shutil.copytree(PAIR_NSYS, tmp_path / "pair"))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["environment"]["interconnect"] = {"nvlink_links": 18, "nvlink_link_gbps": 26.562,
+                                               "nvlink_gbps": 478.116, "from": "nvidia-smi nvlink -s"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    result = collectives(run)
+    assert result.runs[0]["link"] == "NVLink, 18 x 26.562 GB/s (nvidia-smi)"
+    inst = result.instances
+    assert (inst["link_peak_gbps"] == 478.116).all()
+    assert ((inst["peak_share"] - inst["busbw_gbps"] / 478.116).abs() < 1e-12).all()
+    assert collectives(PAIR_NSYS).runs[0]["link"] == "NVLink 4"  # recorded nothing: from the GPU's name

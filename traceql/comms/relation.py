@@ -17,6 +17,7 @@ from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
 from traceql.labelling.gradients import recorded_by
 from traceql.sources import kineto_comms, nsys_comms
+from traceql.sources.runfolder import read_manifest
 from traceql.trace import Trace, read_trace
 
 COMM_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "short_name", "correlation_id",
@@ -39,13 +40,28 @@ def _folder(trace_path: Path) -> Path | None:
     return folder if folder is not None and (folder / "manifest.json").is_file() else None
 
 
-def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]]]:
-    """What every input of ``trace`` records of its collectives' sizes: by kernel, by call, DDP buckets by run."""
+def recorded_link(folder: Path) -> Link | None:
+    """The NVLinks `traceql collect` found on the run's first GPU (its manifest's ``environment.interconnect``:
+    ``nvidia-smi nvlink -s``), as a link; None where it recorded none."""
+    manifest = read_manifest(folder) or {}
+    found = (manifest.get("environment") or {}).get("interconnect") if isinstance(manifest, dict) else None
+    if not isinstance(found, dict):
+        return None
+    links, each, total = (found.get(k) for k in ("nvlink_links", "nvlink_link_gbps", "nvlink_gbps"))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (links, each, total)):
+        return None
+    return Link(f"NVLink, {links} x {each:g} GB/s (nvidia-smi)", float(total))
+
+
+def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]:
+    """What every input of ``trace`` records of its collectives' sizes: by kernel, by call, DDP buckets by run;
+    and the links its run folders recorded, by run."""
     ranks, runs = trace.ranks, trace.runs
     source = dict(zip(runs["path"], runs["source"], strict=True))
     by_kernel = [pl.DataFrame(schema=coll.BY_KERNEL)]
     by_call = [pl.DataFrame(schema=coll.BY_CALL)]
     buckets: dict[str, list[int]] = {}
+    recorded: dict[str, Link] = {}
     world = ranks.group_by("run_id").len()
     world_of = dict(zip(world["run_id"], world["len"], strict=True))
     for path, mine in ranks.group_by("path", maintain_order=True):
@@ -63,10 +79,13 @@ def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int
         folder = _folder(p)
         if folder is not None:
             for run_id in mine["run_id"].unique():
-                recorded = recorded_by(folder).get("ddp_buckets")
-                if recorded and run_id not in buckets:
-                    buckets[run_id] = [int(b) for b in recorded]
-    return pl.concat(by_kernel), pl.concat(by_call), buckets
+                sizes = recorded_by(folder).get("ddp_buckets")
+                if sizes and run_id not in buckets:
+                    buckets[run_id] = [int(b) for b in sizes]
+                link_ = recorded_link(folder)
+                if link_ is not None:
+                    recorded.setdefault(run_id, link_)
+    return pl.concat(by_kernel), pl.concat(by_call), buckets, recorded
 
 
 def _gpus(trace: Trace, comm: pl.DataFrame) -> dict[str, str | None]:
@@ -85,9 +104,9 @@ def collectives(trace: Trace) -> Collectives:
     collectives carry no size (and why), or whose GPU's link is unknown."""
     kernels = trace.relation("kernels", compact=True)
     comm = kernels.filter(pl.col("kind") == "comm").select(COMM_COLUMNS).cast({"short_name": pl.String})
-    by_kernel, by_call, buckets = _sizes(trace)
+    by_kernel, by_call, buckets, recorded = _sizes(trace)
     gpus = _gpus(trace, comm)
-    links = {run: link(name) for run, name in gpus.items()}
+    links = {run: recorded.get(run) or link(name) for run, name in gpus.items()}
     sized = coll.sized(comm, by_kernel, by_call, buckets)
     devices = comm_devices(comm)
     partial = partial_runs(devices, trace.ranks)["run_id"].to_list()
