@@ -15,6 +15,6 @@ def test_no_reading_command_dies_under_load() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--set", "quick", "-n", "1"],
                           capture_output=True, text=True, check=False, timeout=1800)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "0 of 24 runs failed" in done.stdout
-    for command in ("info", "detect", "ranks", "whatif", "query", "diff"):
+    assert "0 of 28 runs failed" in done.stdout
+    for command in ("info", "detect", "ranks", "collectives", "whatif", "query", "diff"):
         assert f"\n{command}" in done.stdout  # each ran, its exits counted
