@@ -17,8 +17,8 @@ last arrival it is the transfer's (``busbw_gbps``); from each rank's own start, 
 
 Sizes come from what the trace carries (``size_from``): the collective's own record in a torch.profiler trace
 (its kernel's arguments, or the ``record_param_comms`` / ``nccl:*`` call that launched it), else, for the
-all-reduces of a DDP step, the gradient buckets `traceql collect` recorded, in the order DDP reduces them, where
-the step has exactly as many all-reduces as there are buckets.
+all-reduces of a DDP step, its gradient buckets (as `traceql collect` recorded them, or DDP's packing of the
+model's gradients), in the order DDP reduces them, where the step has exactly as many all-reduces as buckets.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SIZE = {"bytes": pl.Int64, "dtype": pl.String, "group_size": pl.Int32, "size_fro
 # launched it (its CPU interval), and what it moved
 BY_KERNEL = {"run_id": pl.String, "rank": pl.Int32, "correlation_id": pl.Int64, **SIZE}
 BY_CALL = {"run_id": pl.String, "rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, **SIZE}
-FROM_BUCKETS = "DDP buckets (run folder)"
+FROM_BUCKETS = "DDP buckets"
 
 INSTANCE = ["run_id", "step", "collective", "instance"]
 COLLECTIVES = {  # the `collectives` relation: one row per rank of each instance

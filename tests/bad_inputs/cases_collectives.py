@@ -77,3 +77,11 @@ def kineto_sizes_that_are_not_counts(tmp: Path) -> Scenario:
     path = tmp / "rank0.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     return Scenario(["collectives", path], 0, NO_SIZE, None, [path])
+
+
+@case("collectives")
+def gradients_whose_sizes_are_words(tmp: Path) -> Scenario:
+    grads = tmp / "gradients.json"
+    grads.write_text(json.dumps({"param_bytes": ["wte", "wpe"], "bucket_cap_mb": 25}))
+    return Scenario(["collectives", "--gradients", grads], 2, "param_bytes must be a list of byte counts", grads,
+                    [grads])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -94,3 +95,27 @@ def test_ranks_whose_clocks_disagree_have_no_last_rank_and_a_floor_of_bandwidth(
     least = rows.group_by("step", "collective", "instance").agg(pl.col("duration_ns").min().alias("least"))
     both = inst.join(least, on=["step", "collective", "instance"])
     assert (both["transfer_ns"] == both["least"]).all()
+
+
+GPT2_GRADIENTS = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "gpt2" / "gradients.json"
+
+
+def test_gradients_size_a_run_that_records_none(invoke, tmp_path: Path) -> None:
+    """The embedded run records no size; DDP's packing of the example's gradients at its manifest's cap (25 MB) is
+    the buckets DDP itself logged on another run of the model (gpt2-pair-torch's rank results)."""
+    bare = collectives().instances
+    assert bare["bytes"].null_count() == bare.height
+    sized = collectives(gradients=GPT2_GRADIENTS).instances
+    logged = json.loads((RUNS / "gpt2-pair-torch" / "results" / "rank0.json").read_text())["ddp_buckets"]
+    for _, step in sized.group_by("step"):
+        assert step.sort("instance")["bytes"].to_list() == logged
+    assert set(sized["size_from"]) == {"DDP buckets"} and (sized["busbw_gbps"] > 0).all()
+    loose = tmp_path / "rank0.sqlite"  # outside its run folder: no manifest, so no cap
+    shutil.copyfile(RUNS / "gpt2-4rank-nsys" / "traces" / "gpt2-4rank-nsys_rank0.sqlite", loose)
+    result = invoke("collectives", loose, "--gradients", GPT2_GRADIENTS)
+    assert result.exit_code == 0 and 'add "bucket_cap_mb" to the gradients file' in " ".join(result.stderr.split())
+    capped = tmp_path / "g.json"
+    capped.write_text(json.dumps({**json.loads(GPT2_GRADIENTS.read_text()), "bucket_cap_mb": 2}))
+    result = invoke("collectives", RUNS / "gpt2-pair-torch" / "traces" / "gpt2-pair-torch_rank0.json.gz",
+                    "--gradients", capped)  # its records win; no note of a mismatch
+    assert result.exit_code == 0 and "do not match" not in result.stderr

@@ -27,7 +27,7 @@ def buckets(run: Path) -> list[int]:
 
 @pytest.mark.parametrize(("run", "source"), [(PAIR_TORCH, "torch.profiler (kernel)"),
                                              (PAIR_NSYS, "NCCL NVTX payload"), (PAIR_SERIAL, "NCCL NVTX payload"),
-                                             (RUNS / "gpt2-4rank-cap2-nsys", "DDP buckets (run folder)")])
+                                             (RUNS / "gpt2-4rank-cap2-nsys", "DDP buckets")])
 def test_each_steps_allreduces_carry_the_buckets_ddp_recorded(run: Path, source: str) -> None:
     inst = collectives(run).instances.filter(pl.col("op") == "AllReduce")
     assert set(inst["size_from"]) == {source}
@@ -122,7 +122,7 @@ def _stripped(tmp: Path, drop_calls: bool) -> Path:
 
 
 @pytest.mark.parametrize(("drop_calls", "source"), [(False, "torch.profiler (call)"),
-                                                    (True, "DDP buckets (run folder)")])
+                                                    (True, "DDP buckets")])
 def test_sizes_fall_back_to_the_launching_call_then_to_the_buckets(tmp_path: Path, drop_calls: bool,
                                                                    source: str) -> None:
     inst = collectives(_stripped(tmp_path, drop_calls)).instances.filter(pl.col("op") == "AllReduce")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -27,12 +28,15 @@ def collectives(
     fmt: FormatOption = Format.table,
     steps: Annotated[bool, typer.Option("--steps", help="also each step: its skew and the rank that arrived "
                                                         "last")] = False,
+    gradients: Annotated[Path | None, typer.Option(
+        "--gradients", metavar="FILE", help="the model's gradient sizes (JSON: param_bytes, bucket_cap_mb): "
+                                            "DDP buckets for a run that records no size")] = None,
 ) -> None:
     """Collectives: size, algorithm, bus bandwidth against the link's peak, arrival skew and the last rank."""
     from traceql.commands.collectives import collectives as run_collectives
 
     with spinner("reading the collectives…"):
-        result = run_collectives(files or None)
+        result = run_collectives(files or None, gradients=gradients)
     for text in result.notes:
         note(text)
     if fmt is Format.json:

@@ -42,11 +42,14 @@ class CollectivesResult:
                 "instances": self.instances.to_dicts(), "notes": self.notes}
 
 
-def collectives(paths: str | Path | Sequence[str | Path] | None = None) -> CollectivesResult:
+def collectives(paths: str | Path | Sequence[str | Path] | None = None, *,
+                gradients: str | Path | None = None) -> CollectivesResult:
     """The collectives of each run of ``paths`` (the embedded example when None), each run read on its own:
-    instances across ranks, sizes, algorithm and bus bandwidth, arrival skew (``traceql.analyzers.collectives``)."""
+    instances across ranks, sizes, algorithm and bus bandwidth, arrival skew (``traceql.analyzers.collectives``).
+    ``gradients``: a gradients file (``{"param_bytes": [...], "bucket_cap_mb": 25}``) whose DDP buckets size the
+    all-reduces of a run that records no size."""
     req = request(paths)
-    found = read_runs(req.runs())
+    found = read_runs(req.runs(), Path(gradients) if gradients is not None else None)
     runs = []
     for run_id, gpu in found.gpus.items():
         lk = found.links.get(run_id)

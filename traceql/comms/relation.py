@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -15,7 +16,7 @@ from traceql.analyzers import collectives as coll
 from traceql.analyzers.links import Link, link
 from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
-from traceql.labelling.gradients import recorded_by
+from traceql.labelling.gradients import given_by, run_buckets
 from traceql.sources import kineto_comms, nsys_comms
 from traceql.sources.runfolder import read_manifest
 from traceql.trace import Trace, read_trace
@@ -53,7 +54,10 @@ def recorded_link(folder: Path) -> Link | None:
     return Link(f"NVLink, {links} x {each:g} GB/s (nvidia-smi)", float(total))
 
 
-def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]:
+Sizes = tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]
+
+
+def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
     """What every input of ``trace`` records of its collectives' sizes: by kernel, by call, DDP buckets by run;
     and the links its run folders recorded, by run."""
     ranks, runs = trace.ranks, trace.runs
@@ -77,14 +81,13 @@ def _sizes(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int
                     if pid is not None}
             by_call.append(nsys_comms.read(p, pids, world_of[mine["run_id"][0]]).select(*coll.BY_CALL))
         folder = _folder(p)
-        if folder is not None:
-            for run_id in mine["run_id"].unique():
-                sizes = recorded_by(folder).get("ddp_buckets")
-                if sizes and run_id not in buckets:
-                    buckets[run_id] = [int(b) for b in sizes]
-                link_ = recorded_link(folder)
-                if link_ is not None:
-                    recorded.setdefault(run_id, link_)
+        for run_id in mine["run_id"].unique():
+            sizes = run_buckets(folder, given) if run_id not in buckets else None
+            if sizes:
+                buckets[run_id] = sizes
+            link_ = recorded_link(folder) if folder is not None else None
+            if link_ is not None:
+                recorded.setdefault(run_id, link_)
     return pl.concat(by_kernel), pl.concat(by_call), buckets, recorded
 
 
@@ -99,12 +102,15 @@ def _gpus(trace: Trace, comm: pl.DataFrame) -> dict[str, str | None]:
     return out
 
 
-def collectives(trace: Trace) -> Collectives:
+def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
     """The ``collectives`` relation of ``trace`` (``analyzers.collectives``), with a note per run whose
-    collectives carry no size (and why), or whose GPU's link is unknown."""
+    collectives carry no size (and why), or whose GPU's link is unknown. ``gradients``: a gradients file (the
+    model's ``param_bytes`` and ``bucket_cap_mb``, as `whatif --gradients` reads it) whose DDP buckets size the
+    all-reduces of a run that records none."""
     kernels = trace.relation("kernels", compact=True)
     comm = kernels.filter(pl.col("kind") == "comm").select(COMM_COLUMNS).cast({"short_name": pl.String})
-    by_kernel, by_call, buckets, recorded = _sizes(trace)
+    given = given_by(gradients)
+    by_kernel, by_call, buckets, recorded = _sizes(trace, given)
     gpus = _gpus(trace, comm)
     links = {run: recorded.get(run) or link(name) for run, name in gpus.items()}
     sized = coll.sized(comm, by_kernel, by_call, buckets)
@@ -124,20 +130,30 @@ def collectives(trace: Trace) -> Collectives:
         if unsized:
             notes.append(f"note: {run_id}: {unsized:,} of {mine.filter(pl.col('last')).height:,} collectives "
                          "carry no size: the trace records none (torch.profiler records them; nsys exports "
-                         "NCCL's with --include-blobs=true), nor a DDP bucket fits them: no bandwidth for those")
+                         "NCCL's with --include-blobs=true), nor a DDP bucket fits them (--gradients FILE gives "
+                         "the model's): no bandwidth for those")
+            per_step = (mine.filter(pl.col("last") & (pl.col("op") == "AllReduce") & pl.col("step").is_not_null())
+                        .group_by("step").len()["len"])
+            if run_id in buckets and per_step.len() and (per_step != len(buckets[run_id])).any():
+                notes.append(f"note: {run_id}: its {len(buckets[run_id])} DDP buckets do not match the "
+                             f"{int(per_step.max())} all-reduces of a step (another model or cap?): those steps "
+                             "are left without sizes")
+            if given and run_id not in buckets and "bucket_cap_mb" not in given:
+                notes.append(f"note: {run_id}: --gradients gives the model's gradients but not the run's bucket cap, "
+                             'and the run records none: add "bucket_cap_mb" to the gradients file')
         if links.get(run_id) is None:
             notes.append(f"note: {run_id}: the link of GPU {gpus.get(run_id) or '(unnamed)'} is unknown: "
                          "bandwidth without a share of its peak")
     return Collectives(rows, links, gpus, notes)
 
 
-def read_runs(runs: Sequence[list[Path] | None]) -> Collectives:
+def read_runs(runs: Sequence[list[Path] | None], gradients: Path | None = None) -> Collectives:
     """The ``collectives`` relation of each run (its inputs; None: the embedded example), each read on its own
     (its sizes and link are the run's), as one; the notes of reading them too."""
     found = []
     for run_paths in runs:
         with read_trace(run_paths) as trace:
-            one = collectives(trace)
+            one = collectives(trace, gradients)
             one.notes = [*trace.notes, *one.notes]
             found.append(one)
     rows = pl.concat([f.rows for f in found]) if found else pl.DataFrame(schema=coll.COLLECTIVES)

@@ -47,7 +47,7 @@ def rebucketing(paths: list[Path] | None, cap_mb: float, gradients: Path | None 
         raise OptionError(f"--bucket-cap must be a size in MB above 0, got {cap_mb!r}")
     folder = run_folder(paths)
     recorded = recorded_by(folder) if folder is not None else {}
-    given = _checked(load_json(gradients), gradients, required=True) if gradients is not None else {}
+    given = given_by(gradients)
     params = given.get("param_bytes") or recorded.get("param_bytes")
     where = str(folder) if folder is not None else ", ".join(map(str, paths or []))
     if not params:
@@ -61,6 +61,23 @@ def rebucketing(paths: list[Path] | None, cap_mb: float, gradients: Path | None 
                               '"bucket_cap_mb" to the gradients file')
         old = pack(params, cap)
     return Rebucketing(float(cap_mb), [int(b) for b in old], pack(params, cap_mb))
+
+
+def given_by(gradients: Path | None) -> dict[str, Any]:
+    """A gradients file's ``param_bytes`` (required) and ``bucket_cap_mb``, checked; empty for None."""
+    return _checked(load_json(gradients), gradients, required=True) if gradients is not None else {}
+
+
+def run_buckets(folder: Path | None, given: dict[str, Any]) -> list[int] | None:
+    """A run's own DDP buckets (bytes, in reduce order): as its ranks recorded them, else DDP's packing of the
+    gradients (``given``'s, a checked gradients file, else the recorded ones) at the run's cap (the file's, else
+    the manifest's); None where neither is known."""
+    recorded = recorded_by(folder) if folder is not None else {}
+    if recorded.get("ddp_buckets"):
+        return [int(b) for b in recorded["ddp_buckets"]]
+    params = given.get("param_bytes") or recorded.get("param_bytes")
+    cap = given.get("bucket_cap_mb") or _manifest_cap(folder)
+    return pack(params, cap) if params and cap is not None else None
 
 
 def recorded_by(folder: Path) -> dict[str, Any]:
