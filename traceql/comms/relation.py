@@ -64,8 +64,7 @@ def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
     source = dict(zip(runs["path"], runs["source"], strict=True))
     by_kernel = [pl.DataFrame(schema=coll.BY_KERNEL)]
     by_call = [pl.DataFrame(schema=coll.BY_CALL)]
-    buckets: dict[str, list[int]] = {}
-    recorded: dict[str, Link] = {}
+    folders: dict[str, Path | None] = {}
     world = ranks.group_by("run_id").len()
     world_of = dict(zip(world["run_id"], world["len"], strict=True))
     for path, mine in ranks.group_by("path", maintain_order=True):
@@ -80,14 +79,12 @@ def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
             pids = {pid: (run_id, rank) for run_id, rank, pid in mine.select("run_id", "rank", "pid").iter_rows()
                     if pid is not None}
             by_call.append(nsys_comms.read(p, pids, world_of[mine["run_id"][0]]).select(*coll.BY_CALL))
-        folder = _folder(p)
         for run_id in mine["run_id"].unique():
-            sizes = run_buckets(folder, given) if run_id not in buckets else None
-            if sizes:
-                buckets[run_id] = sizes
-            link_ = recorded_link(folder) if folder is not None else None
-            if link_ is not None:
-                recorded.setdefault(run_id, link_)
+            folders[run_id] = folders.get(run_id) or _folder(p)
+    # each run's buckets and recorded link, read once from its run folder
+    buckets = {run: sizes for run, folder in folders.items() if (sizes := run_buckets(folder, given))}
+    recorded = {run: lk for run, folder in folders.items()
+                if folder is not None and (lk := recorded_link(folder)) is not None}
     return pl.concat(by_kernel), pl.concat(by_call), buckets, recorded
 
 

@@ -53,14 +53,11 @@ def rebucketing(paths: list[Path] | None, cap_mb: float, gradients: Path | None 
     if not params:
         raise OptionError(f"--bucket-cap needs the model's gradient sizes, and {where} records none (collected "
                           f"before `traceql collect` recorded them, or some other way): {HOW}")
-    old = recorded.get("ddp_buckets")
-    if not old:
-        cap = given.get("bucket_cap_mb") or _manifest_cap(folder)
-        if cap is None:
-            raise OptionError(f"--bucket-cap needs the run's own bucket cap, and {where} records none: add "
-                              '"bucket_cap_mb" to the gradients file')
-        old = pack(params, cap)
-    return Rebucketing(float(cap_mb), [int(b) for b in old], pack(params, cap_mb))
+    old = run_buckets(folder, given)
+    if old is None:  # the gradients are known (above): the run's cap is not
+        raise OptionError(f"--bucket-cap needs the run's own bucket cap, and {where} records none: add "
+                          '"bucket_cap_mb" to the gradients file')
+    return Rebucketing(float(cap_mb), old, pack(params, cap_mb))
 
 
 def given_by(gradients: Path | None) -> dict[str, Any]:
