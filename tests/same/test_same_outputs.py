@@ -122,8 +122,9 @@ def _files(work: Path, code: Path) -> dict[str, bytes]:
             data = path.read_bytes()
             if path.suffix == ".html":
                 data = STAMP.sub(b"stamp", UUID.sub(b"uuid", data))
-            for folder, mask in ((work, b"WORK"), (code / "traceql" / "datasets", b"DATA"), (ROOT / "datasets", b"DATA"),
-                                 (code, b"CODE")):
+            masks = ((work, b"WORK"), (code / "traceql" / "datasets", b"DATA"), (ROOT / "datasets", b"DATA"),
+                     (code, b"CODE"))
+            for folder, mask in masks:
                 data = data.replace(str(folder).encode(), mask)
             found[str(path.relative_to(work))] = data
     return found
