@@ -12,7 +12,7 @@ setup(
               "traceql.datasets"],
     package_dir={**{f"traceql.{leaf}": leaf for leaf in LEAVES}, "traceql.datasets": "datasets"},
     # the embedded example `traceql detect` labels when given no trace (a run and its isolated run)
-    package_data={"traceql": ["py.typed", "labelling/measured.json"], "traceql.datasets": ["README.md", "default/**/*"],
+    package_data={"traceql": ["py.typed", "verdicts/measured.json"], "traceql.datasets": ["README.md", "default/**/*"],
                   # what a child process imports the collectors through (collectors.launch.CHILD_PATH)
                   "traceql.collectors": ["_child/traceql/__init__.py"],
                   "traceql.analyzers": ["baselines/factors.json"]},  # the estimates' learned factors

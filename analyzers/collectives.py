@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import polars as pl
 
+from traceql.analyzers.buckets import allreduce_factor
 from traceql.analyzers.links import Link
 from traceql.analyzers.stragglers import arrivals, step_skew
 
@@ -53,7 +54,7 @@ COLLECTIVES = {  # the `collectives` relation: one row per rank of each instance
 def bus_factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
     """nccl-tests' bus bandwidth factor of collective ``op`` on ``n`` ranks (null for another operation)."""
     share = (n - 1) / n
-    return (pl.when(op == "AllReduce").then(2 * share)
+    return (pl.when(op == "AllReduce").then(allreduce_factor(n))
             .when(op.is_in(["AllGather", "ReduceScatter", "AllToAll", "AlltoAll"])).then(share)
             .when(op.is_in(["Broadcast", "Reduce", "SendRecv", "Send", "Recv"])).then(1.0))
 

@@ -85,9 +85,9 @@ def run_totals(ranks: pl.DataFrame) -> dict[str, float | int | None]:
 
 
 def per_step(breakdown: pl.DataFrame, labelled: pl.DataFrame) -> pl.DataFrame:
-    """Per rank, its mean over its normal steps (``breakdown``: ``analyzers.steps.step_breakdown``; ``labelled``:
-    ``cases, time_lost_ns`` per step of a rank) of :data:`RANK_COLUMNS`: the overlap % is the communication
-    time compute hid over all its steps, in percent of their communication time."""
+    """Per rank, its mean over its normal steps (``breakdown``: ``analyzers.step_breakdown.step_breakdown``;
+    ``labelled``: ``cases, time_lost_ns`` per step of a rank) of :data:`RANK_COLUMNS`: the overlap % is the
+    communication time compute hid over all its steps, in percent of their communication time."""
     key = ["rank", "step"]
     rows = breakdown.join(labelled.select(*key, "cases", "time_lost_ns"), on=key, how="left").with_columns(
         pl.col("cases", "time_lost_ns").fill_null(0))

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from traceql.analyzers.buckets import AllReduceTime
+
 NAIVE_CAP_MB = 25.0  # DDP's default bucket_cap_mb: the equal split's cap
 BOUND_GROWTH = 1.1  # how fast the search's bound grows while too few configurations lie within it
 
@@ -150,13 +152,17 @@ def batch_costs(memory: Mapping[str, Any], compute: Mapping[str, Any]) -> list[B
 
 def cap_costs(buckets: Mapping[str, Any]) -> list[CapCost]:
     """Each cap of a buckets profile: exposed communication + overlap tax as measured; where no trace
-    measured them (null), the last bucket's all-reduce (what backward cannot hide) and no tax, estimated."""
+    measured them (null), the last bucket's all-reduce (what backward cannot hide) and no tax, estimated: as
+    measured, else the profile's all-reduce model (``buckets.AllReduceTime``) at the last bucket's bytes."""
+    model = AllReduceTime.from_profile(buckets.get("comm_model"))
     out = []
     for row in sorted(buckets["caps"], key=lambda r: r["cap_mb"]):
         exposed, tax = row["exposed_comm_ms"], row["overlap_tax_ms"]
         estimated = exposed is None or tax is None
         if exposed is None:
-            exposed = row["allreduce_ms"][-1] if row["allreduce_ms"] else 0.0
+            last = row.get("bucket_bytes") or []
+            exposed = (row["allreduce_ms"][-1] if row["allreduce_ms"] else
+                       round(model.alone(float(last[-1])) / 1e6, 4) if model and last else 0.0)
         out.append(CapCost(row["cap_mb"], exposed, tax or 0.0, estimated))
     return out
 

@@ -67,7 +67,7 @@ def main() -> None:
         read = f"t = traceql.read_trace({str(big)!r}); traceql.trace_info(t)"
         tq, t_tq = peak_mib(f"import traceql; {read}")
         # the same with the streaming reader alone (what reads a trace the compiled reader hands over)
-        stream = "from traceql.sources import kineto; kineto.decode = lambda p: None"
+        stream = "from traceql.sources import kineto_file; kineto_file.decode = lambda p: None"
         st, t_st = peak_mib(f"import traceql; {stream}; {read}")
         print(f"  python + imports           {base:7.0f} MiB peak")
         print(f"  traceql read + info        {tq:7.0f} MiB peak   {t_tq:5.1f} s")

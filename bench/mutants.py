@@ -70,7 +70,7 @@ MUTANTS = [
            ("tests/analyzers/test_overlap_union.py",)),
     Mutant("straggler-past-measured", "the straggler what-if lets an activity take its typical duration where "
            "that is longer than it took",
-           "analyzers/replay/stragglers.py", "dur=np.minimum(g.dur, _typical_durations(rg, named)))",
+           "analyzers/replay/without_straggler.py", "dur=np.minimum(g.dur, _typical_durations(rg, named)))",
            "dur=_typical_durations(rg, named))",
            ("tests/analyzers/test_straggler_bounds.py",)),
     Mutant("dataset-json-in-place", "dataset add rewrites dataset.json in place (a reader may see it empty or cut)",

@@ -20,10 +20,10 @@ from pathlib import Path
 import polars as pl
 
 from traceql.analyzers.baselines.learned import FACTORS, SCHEMA, write
-from traceql.labelling.measured import summarise
 from traceql.validation import load_matrix
 from traceql.validation.page import render, verdict_errors
 from traceql.validation.report import results
+from traceql.verdicts.measured import summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 

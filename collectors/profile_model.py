@@ -58,11 +58,11 @@ class Step:
     def run(self, inputs: Any, saved: list[int] | None = None) -> tuple[float, float, float]:
         """A step on ``inputs``: (forward, backward, optimizer) in ms; ``saved`` gets the bytes the forward
         saved for the backward."""
-        def pack(t: Any) -> Any:
+        def keep(t: Any) -> Any:
             saved.append(t.numel() * t.element_size())  # type: ignore[union-attr]
             return t
 
-        hooks = self.torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t) if saved is not None else None
+        hooks = self.torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t) if saved is not None else None
         times = []
         self.sync()
         t0 = time.perf_counter()

@@ -11,11 +11,11 @@ import polars as pl
 import pytest
 
 from tests.paths import ROOT, RUNS, sha256
-from traceql.analyzers.replay.rebucket import fit_wire, pack
+from traceql.analyzers.buckets import AllReduceTime, pack
 from traceql.errors import InputError, OptionError
-from traceql.labelling.gradients import rebucketing
 from traceql.validation import load_matrix
 from traceql.validation.caps import at_cap, measured_ns
+from traceql.verdicts.rebucketing import rebucketing
 
 MATRIX = load_matrix()
 EXAMPLES = ROOT / "datasets" / "examples"
@@ -40,9 +40,9 @@ def test_ddps_packing_rule_gives_the_buckets_the_runs_recorded(model: str) -> No
 
 
 def test_the_wire_is_a_line_through_its_points_never_below_zero() -> None:
-    wire = fit_wire([1e6, 2e6, 4e6], [30e3, 50e3, 90e3])
+    wire = AllReduceTime.fit([1e6, 2e6, 4e6], [30e3, 50e3, 90e3])
     assert wire.latency_ns == pytest.approx(10e3) and wire.ns_per_byte == pytest.approx(0.02)
-    held = fit_wire([1e6, 2e6], [10e3, 30e3])  # a free fit would start below 0: the latency held at 0
+    held = AllReduceTime.fit([1e6, 2e6], [10e3, 30e3])  # a free fit would start below 0: the latency held at 0
     assert held.latency_ns == 0 and held.ns_per_byte > 0
 
 

@@ -18,6 +18,7 @@ from traceql.labelling.result import DetectResult, StoredRows
 from traceql.parallel import Pool
 from traceql.sources.nsys_plan import WINDOW_ENV
 from traceql.sources.shards import shards
+from traceql.verdicts.pricing import price_run, price_stored
 
 # the order of a run's kernels whatever order they were read in (a window of steps holds launches)
 ORDER = ["run_id", "rank", "start_ns", "device", "stream", "end_ns"]
@@ -133,9 +134,11 @@ def test_the_scratch_folder_is_left_empty(invoke, monkeypatch: pytest.MonkeyPatc
 def test_the_critical_path_is_the_same_read_whole_or_rank_by_rank(run: Path) -> None:
     """What the cases cost on the critical path (a replay of the whole run) from the run read whole, and from
     its shards' stored activities; and it is a part of the time the cases lost in those steps."""
-    whole = label(read_timeline(run), critical=True)
+    timeline = read_timeline(run)
+    whole = price_run(label(timeline), timeline)
     with scratch() as tmp, Pool(1) as pool:
-        by_rank = label_by_rank(shards(run), Settings(None, 1.2, False, False, Path(tmp), True), pool=pool)
+        by_rank = label_by_rank(shards(run), Settings(None, 1.2, False, False, Path(tmp), True), pool=pool,
+                                then=price_stored)
         assert not list(Path(tmp).iterdir())
     assert by_rank.critical.equals(whole.critical) and whole.critical.height == 1
     row = whole.critical.row(0, named=True)

@@ -226,7 +226,7 @@ def test_the_what_if_carries_its_measured_error() -> None:
     """`whatif` says how far its answers were off on the matrix (the packaged figures are the validation
     page's), and where a run's collectives were never measured (FSDP2's all-gathers and reduce-scatters)."""
     import traceql
-    from traceql.labelling.measured import FIGURES, summarise
+    from traceql.verdicts.measured import FIGURES, summarise
 
     assert json.loads(FIGURES.read_text()) == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     ser = summarise(FIGURES_PAGE)["serialized_error"]
@@ -260,10 +260,10 @@ def test_communication_alone_is_the_fit_on_the_matrix_and_holds_on_a_configurati
     """The serialized what-if's model of a collective alone: the shipped constants are the fit on every
     configuration (what the validation page reports), and on a configuration's own runs the tails it predicts
     from the overlapped run are closer to the serialized run's than the overlapped tails are."""
+    from traceql.analyzers.replay.activities import activities, on_clock
     from traceql.analyzers.replay.alone import CommAlone, alone_tails
     from traceql.analyzers.replay.graph import build
     from traceql.labelling.inputs import read_timeline
-    from traceql.labelling.replayed import activities, on_clock
 
     assert (CommAlone().wait_ns, CommAlone().share) == (FIGURES["comm_alone"]["wait_ns"],
                                                         FIGURES["comm_alone"]["share"])

@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from traceql.errors import CollectFailed, InputError, OptionError, QueryError, SchemaError, TraceqlError
+from traceql.version import __version__
 
 __all__ = [
+    "__version__",
     "CollectFailed",
     "Dataset",
     "DetectResult",
@@ -40,7 +42,6 @@ __all__ = [
     "whatif",
     "WhatIfResult",
 ]
-__version__ = "0.1.0"
 
 _LAZY = {"Trace": "traceql.trace", "read_trace": "traceql.trace", "trace_info": "traceql.commands.info",
          "detect": "traceql.commands.detect", "DetectResult": "traceql.labelling.result",

@@ -11,10 +11,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset  # noqa: F401 - loaded now: DuckDB imports it mid-query, where Ctrl-C must not land
 
-from traceql import sources
 from traceql.errors import QueryError
 from traceql.model import activities, engine, schema
-from traceql.sources import inputs, shards
+from traceql.sources import inputs, registry, shards
 from traceql.sources.shards import Shard
 
 
@@ -214,7 +213,7 @@ def read_trace(paths: str | Path | Sequence[str | Path] | None = None, *, shard:
     try:
         engine.create_relations(con)
         model = engine.Model(con)
-        notes = shards.load(model, shard) if shard is not None else sources.load(model, checked)
+        notes = shards.load(model, shard) if shard is not None else registry.load(model, checked)
         frames, dropped = activities.finish(model)
     except BaseException:
         con.close()

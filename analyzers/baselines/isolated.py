@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceql.analyzers.steps import STEP_KEY
+from traceql.analyzers.step_breakdown import STEP_KEY
 
 
 def match_rate(kernels: pl.DataFrame, baseline: pl.DataFrame) -> float:

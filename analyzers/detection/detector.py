@@ -30,8 +30,9 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.ensemble import IsolationForest
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from traceql.analyzers import threads
 from traceql.analyzers.detection.features import COLUMNS, FEATURES
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
+from traceql.analyzers.machine import threads
 
 RATIO, FRAC, NO_REF = COLUMNS.index("log_ratio"), COLUMNS.index("comm_overlap_frac"), COLUMNS.index("no_reference")
 CLEAN = COLUMNS.index("clean_reference")
@@ -59,8 +60,8 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
 
     def __init__(
         self,
-        threshold: float = 1.2,
-        band: float = 1.2,
+        threshold: float = PAIRED_FACTOR,
+        band: float = PAIRED_FACTOR,
         margin: float = 0.0,
         contamination: float = 0.05,
         n_estimators: int = 200,

@@ -12,11 +12,11 @@ from traceql.analyzers.baselines import kinds
 from traceql.analyzers.baselines.physical import beyond_ticks, floor
 from traceql.analyzers.baselines.twins import KEY_MEDIAN, NONE, TWIN
 from traceql.analyzers.detection.features import COLUMNS
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 
 if TYPE_CHECKING:  # scikit-learn takes a second to import: only when a detector is made
     from traceql.analyzers.detection.detector import SlowdownDetector
 
-PAIRED_FACTOR = 1.2
 ESTIMATE = "estimate"  # the detector's within-trace estimate, not a reference
 
 

@@ -10,6 +10,7 @@ of a second; a small graph never imports numba at all (``COMPILED_NODES``).
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,41 @@ def wanted(nodes: int) -> bool:
 
 
 def _pass(fn: Any, compiled: bool) -> Any:
-    """``fn`` compiled (numba imported and the function compiled, or loaded from its cache, once), or as it is."""
+    """``fn`` compiled (numba imported and the function compiled, or loaded from its cache, once), or as it is.
+    The passes call :func:`_started`: compiled, they call it compiled (it is compiled first and given to them)."""
     if not compiled:
         return fn
     if fn.__name__ not in _COMPILED:
         os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "traceql" / "numba"))
         import numba
 
-        _COMPILED[fn.__name__] = numba.njit(cache=True, nogil=True)(fn)
+        jit = numba.njit(cache=True, nogil=True)
+        if "_started" not in _COMPILED:
+            _COMPILED["_started"] = jit(_started)
+        own = types.FunctionType(fn.__code__, {**fn.__globals__, "_started": _COMPILED["_started"]}, fn.__name__)
+        _COMPILED[fn.__name__] = jit(own)
     return _COMPILED[fn.__name__]
+
+
+def _started(i, t, grp, dur, tail, left, g_ptr, g_nodes, start, end, done):  # noqa: ANN001, ANN202, PLR0913
+    """Node ``i`` starts at ``t``: alone (``grp`` < 0), it ends ``dur`` later; the last member of its collective
+    ``grp`` to start (``left``: each collective's members yet to start; CSR ``g_ptr``, ``g_nodes``), every
+    member ends ``tail`` after the last one's start (none before its own start)."""
+    start[i] = t
+    if grp < 0:
+        end[i] = t + dur[i]
+        done[i] = True
+        return
+    left[grp] -= 1
+    if left[grp] == 0:
+        last = start[g_nodes[g_ptr[grp]]]
+        for k in range(g_ptr[grp], g_ptr[grp + 1]):
+            if start[g_nodes[k]] > last:
+                last = start[g_nodes[k]]
+        for k in range(g_ptr[grp], g_ptr[grp + 1]):
+            j = g_nodes[k]
+            end[j] = max(start[j], last + tail[j])
+            done[j] = True
 
 
 def _groups(group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -115,22 +142,7 @@ def _in_place_pass(walk, base, dur, ptr, idx, lag, part, group, tail, fixed, act
                 continue
             if v > t:
                 t = v
-        start[i] = t
-        grp = group[i]
-        if grp < 0:
-            end[i] = t + dur[i]
-            done[i] = True
-        else:
-            left[grp] -= 1
-            if left[grp] == 0:
-                last = start[g_nodes[g_ptr[grp]]]
-                for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                    if start[g_nodes[k]] > last:
-                        last = start[g_nodes[k]]
-                for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                    j = g_nodes[k]
-                    end[j] = max(start[j], last + tail[j])
-                    done[j] = True
+        _started(i, t, group[i], dur, tail, left, g_ptr, g_nodes, start, end, done)
     return True
 
 
@@ -223,23 +235,8 @@ def _lanes_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, l_ptr, l_nodes,
                         t = v
                 if not ready:
                     break
-                start[i] = t
+                _started(i, t, group[i], dur, tail, left, g_ptr, g_nodes, start, end, done)
                 c += 1
-                grp = group[i]
-                if grp < 0:
-                    end[i] = t + dur[i]
-                    done[i] = True
-                else:
-                    left[grp] -= 1
-                    if left[grp] == 0:
-                        last = start[g_nodes[g_ptr[grp]]]
-                        for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                            if start[g_nodes[k]] > last:
-                                last = start[g_nodes[k]]
-                        for k in range(g_ptr[grp], g_ptr[grp + 1]):
-                            j = g_nodes[k]
-                            end[j] = max(start[j], last + tail[j])
-                            done[j] = True
             if c != cursors[li]:
                 cursors[li] = c
                 moved = True

@@ -1,19 +1,18 @@
 """Another bucket cap: what each step would take had DDP packed the gradients into buckets of another size.
 
-DDP packs the trained parameters' gradients into buckets, in the reverse of the order the model registered them,
-a bucket closing once it holds the cap (:func:`pack`; DDP's own rule, which reproduces the buckets every run of
-the ground-truth matrix recorded), and all-reduces each bucket, one after another on its communication stream,
-once the bucket's last gradient is ready. In a step of the trace, each of the run's own buckets was ready when
-the last computation launched before its all-reduce ended; what comes after the last all-reduce (the optimizer)
-waited for it.
+DDP packs the trained parameters' gradients into buckets (``analyzers.buckets.pack``: DDP's own rule, which
+reproduces the buckets every run of the ground-truth matrix recorded), and all-reduces each bucket, one after
+another on its communication stream, once the bucket's last gradient is ready. In a step of the trace, each of
+the run's own buckets was ready when the last computation launched before its all-reduce ended; what comes
+after the last all-reduce (the optimizer) waited for it.
 
 The model (:func:`shifts`), per step:
 
 - *readiness*: the gradient bytes before a point of the reduce order were ready at the time interpolated between
   the run's own buckets' ready times, linearly in bytes (the first bucket's bytes at the second's rate);
-- *the wire*: an all-reduce of ``b`` bytes takes ``latency + b × ns_per_byte`` alone (:class:`Wire`, fitted to the
-  run's own all-reduces at their speed alone, ``alone``), and with computation beside it ``CommAlone``'s wait
-  and its share of the overlap more;
+- *the wire*: an all-reduce of ``b`` bytes takes ``latency + b × ns_per_byte`` alone (``buckets.AllReduceTime``,
+  fitted to the run's own all-reduces at their speed alone, ``alone``), and with computation beside it
+  ``CommAlone``'s wait and its share of the overlap more;
 - a bucket's all-reduce starts once its gradients are ready on every rank and the one before it has ended, as
   long after as the run's own started;
 - the step's end moves by as much as the later of the backward's end and the last all-reduce's end moves: the
@@ -32,53 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.buckets import AllReduceTime
 from traceql.analyzers.replay.alone import CommAlone, alone_tails, coverage
-from traceql.analyzers.replay.graph import RunGraph
+from traceql.analyzers.replay.graph import RunGraph, build
 from traceql.analyzers.replay.scenarios import gradient_allreduces
 
-MB = 1 << 20
 BACKWARD = 2 / 3  # the backward's share of a step's computation (about twice the forward's work)
 SHIFTS = {"run_id": pl.String, "step": pl.Int32, "shift_ns": pl.Int64}
-
-
-def pack(param_bytes: Sequence[int], cap_mb: float) -> list[int]:
-    """DDP's buckets at ``cap_mb``: the gradients (``param_bytes``, in registration order) taken in reverse, a
-    bucket closed once it holds ``cap_mb`` MiB; each bucket's bytes, in the order they are reduced."""
-    cap, out, held = cap_mb * MB, [], 0
-    for size in reversed(param_bytes):
-        held += int(size)
-        if held >= cap:
-            out.append(held)
-            held = 0
-    return [*out, held] if held else out
-
-
-@dataclass(frozen=True)
-class Wire:
-    """An all-reduce's time alone: ``latency_ns + bytes × ns_per_byte``."""
-
-    latency_ns: float
-    ns_per_byte: float
-
-    def alone(self, size: np.ndarray) -> np.ndarray:
-        return self.latency_ns + size * self.ns_per_byte
-
-
-def fit_wire(size: np.ndarray, alone_ns: np.ndarray) -> Wire:
-    """The :class:`Wire` through (bytes, time alone) pairs by least squares on relative errors (one slow bucket
-    does not set the line), neither term below 0 (a term the free fit puts below 0 held at 0, the other fitted
-    alone)."""
-    x, y = np.asarray(size, np.float64), np.asarray(alone_ns, np.float64)
-    keep = y > 0
-    x, y = x[keep], y[keep]
-    if len(np.unique(x)) >= 2:
-        slope, intercept = np.polyfit(x, y, 1, w=1 / y)
-        if intercept >= 0 and slope >= 0:
-            return Wire(float(intercept), float(slope))
-    through_zero = float(np.sum(x / y) / np.sum((x / y) ** 2)) if len(x) else 0.0
-    if through_zero > 0:
-        return Wire(0.0, through_zero)
-    return Wire(float(np.median(y)) if len(y) else 0.0, 0.0)
 
 
 def ready_times(rg: RunGraph) -> pl.DataFrame:
@@ -127,7 +86,7 @@ def shifts(rg: RunGraph, old: Sequence[int], new: Sequence[int], comm: CommAlone
     lanes = rg.ops.select("run_id", "rank", "step", "kind", pl.Series("s", t.start[:n]), pl.Series("e", t.end[:n]))
     for (run,), mine in grads.group_by(["run_id"], maintain_order=True):
         per_k = mine.group_by("k").agg(pl.col("alone").median()).sort("k")
-        wire = fit_wire(old_b[per_k["k"].to_numpy()], per_k["alone"].to_numpy())
+        wire = AllReduceTime.fit(old_b[per_k["k"].to_numpy()], per_k["alone"].to_numpy()) or AllReduceTime(0.0, 0.0)
         delay = float(np.median(np.maximum(mine["start"].to_numpy() - mine["ready"].to_numpy(), 0)))
         compute = lanes.filter(pl.col("run_id") == run, pl.col("kind") == "compute")
         covered = {rank: coverage(c["s"].to_numpy(), c["e"].to_numpy())
@@ -148,11 +107,21 @@ def shifts(rg: RunGraph, old: Sequence[int], new: Sequence[int], comm: CommAlone
     return pl.DataFrame(rows, schema=SHIFTS, orient="row").sort("run_id", "step")
 
 
+def bucket_shifts(ops: pl.DataFrame, old: list[int], new: list[int], *, waits: pl.DataFrame | None = None,
+                  comm: CommAlone | None = None, contention: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per run and normal step of ``ops`` (as ``run.steps`` takes them), how much later its step would end with
+    its gradients in DDP buckets of ``new`` bytes instead of its own ``old`` (:data:`SHIFTS`;
+    ``contention``: ``run_id``, ``step``, ``contention_ns``, what contention cost each step)."""
+    if ops.is_empty():
+        return pl.DataFrame(schema=SHIFTS)
+    return shifts(build(ops, waits), old, new, comm, contention)
+
+
 @dataclass(frozen=True)
 class _Wire:
     """What a schedule of all-reduces needs: their time alone, beside computation, their delay after ready."""
 
-    wire: Wire
+    wire: AllReduceTime
     comm: CommAlone
     delay: float
     covered: list  # per rank, f(t): its computation before t (None: none)

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.replay.run import WhatIf, steps
+
 WINDOW = 500_000  # activities replayed at once (a replay holds about 600 B an activity) ...
 MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler what-if's statistics)
 BUCKET = "_bucket"
@@ -127,9 +129,9 @@ def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = Non
     per = (ops.filter(pl.col("step_kind") == "sync").group_by("run_id", "step").agg(pl.len().alias("n"))
            .sort("run_id", "step").collect())
     out = []
-    for (run_id,), steps in per.group_by("run_id", maintain_order=True):
-        number = steps["step"].to_list()
-        reach = steps["n"].cum_sum().to_numpy()
+    for (run_id,), counts in per.group_by("run_id", maintain_order=True):
+        number = counts["step"].to_list()
+        reach = counts["n"].cum_sum().to_numpy()
         k = max(1, min(-(-int(reach[-1]) // size), len(number) // max(min_steps, 1)))
         cuts = [0, *sorted({int(reach.searchsorted(reach[-1] * j / k)) + 1 for j in range(1, k)}), len(number)]
         for lo, hi in zip(cuts, cuts[1:], strict=False):
@@ -171,8 +173,6 @@ def with_cases(ops: pl.DataFrame | pl.LazyFrame, cases: pl.DataFrame | None) -> 
 
 def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int, ...]]:
     """One window replayed (``replay.steps`` on its activities): its reported steps and its graph's counts."""
-    from traceql.analyzers.replay import steps
-
     ops = job.read(window)
     options = dict(job.options)
     named = options.pop("stragglers", None)
@@ -209,3 +209,23 @@ def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None) ->
     steps = steps.join(first, on="run_id", how="left").with_columns((pl.col("step") == pl.col("_first"))
                                                                     .alias("first")).drop("_first")
     return steps.sort("run_id", "step"), counts
+
+
+def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: int | None = None,
+             mapper: Mapper | None = None, cases: pl.DataFrame | None = None,
+             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, **options: object) -> WhatIf:
+    """``run.steps`` of ``ops`` (activities in a frame, or stored a file a rank: :class:`Stored`; with their
+    ``_case`` and ``_base``, where they have them, else from ``cases``: :func:`with_cases`), a window of about
+    ``size`` activities at a time where they hold more (a replay's memory bounded by a window; ``mapper`` may
+    replay the windows elsewhere, in order; ``prepare`` is done to each window's activities once read);
+    ``options``: ``run.steps``' other arguments."""
+    cut = plan(ops.scan() if isinstance(ops, Stored) else ops.lazy(), size, min_steps)
+    if len(cut) <= 1:  # one replay of them all
+        frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
+        frame = with_cases(prepare(frame) if prepare else frame, cases)
+        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,  # type: ignore[arg-type]
+                     baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
+    job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
+    frame, counts = by_window(cut, job, mapper)
+    recorded, inferred, unexplained, forced, activities, disordered = counts
+    return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)

@@ -15,7 +15,7 @@ from tests.paths import DDP_TRACE, SHARED
 from traceql.analyzers.reports import step_timeline
 from traceql.commands.report import report
 from traceql.labelling.inputs import read_timeline
-from traceql.labelling.steps import clocks_disagree
+from traceql.verdicts.ranks import clocks_disagree
 
 FILTER = SHARED / "public/hta-kineto/trace_filter"
 needs_public = pytest.mark.skipif(not FILTER.exists(), reason="../shared/datasets/public is absent")

@@ -145,7 +145,7 @@ def test_scores_in_row_blocks_equal_one_call() -> None:
 def test_scoring_threads_follow_omp_num_threads(monkeypatch) -> None:
     """A local worker is given its share of the cores as OMP_NUM_THREADS: the detector scores on that many
     threads by default; unset or not a positive number, on one a core."""
-    from traceql.analyzers import cores, threads
+    from traceql.analyzers.machine import cores, threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert threads() == 3

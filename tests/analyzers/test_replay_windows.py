@@ -10,9 +10,9 @@ import pytest
 from tests.paths import H200, RUNS
 from traceql.analyzers import replay
 from traceql.analyzers.replay import windows
-from traceql.labelling.causes import WAYS, named_stragglers
-from traceql.labelling.replayed import activities, on_clock, with_cases
+from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.request import request
+from traceql.verdicts.pricing import WAYS, named_stragglers
 
 EXACT = [k for k in replay.WAYS if k != "without_straggler_ns"]
 
@@ -20,7 +20,7 @@ EXACT = [k for k in replay.WAYS if k != "without_straggler_ns"]
 def _both(path, min_steps: int) -> tuple[replay.WhatIf, replay.WhatIf, int]:
     req = request(path)
     timeline, labelled = req.label(req.runs()[0], None)
-    ops = on_clock(with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
     named = named_stragglers(ops.filter(pl.col("kind") == "comm"))[0].select("run_id", "step", "rank")
     how = {"waits": timeline.waits, "stragglers": named, "ways": (*WAYS, "serialized_ns")}
     whole = replay.steps(ops, cases=ops["_case"], baseline=ops["_base"], **how)
@@ -76,7 +76,7 @@ def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path) -> 
     frame's filter gives, and the run replays the same from the files as from the frame."""
     req = request(RUNS / "gpt2-late-nsys")
     timeline, labelled = req.label(req.runs()[0], None)
-    ops = on_clock(with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
     files, index = [], []
     for (rank,), part in ops.partition_by("rank", as_dict=True, maintain_order=True).items():
         files.append(tmp_path / f"rank{rank}.arrow")

@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 
 from tests.paths import RUNS
+from traceql.analyzers.replay.activities import activities, on_clock
 from traceql.analyzers.replay.engine import replay
 from traceql.analyzers.replay.graph import build
-from traceql.analyzers.replay.stragglers import without_stragglers
-from traceql.labelling.causes import named_stragglers
-from traceql.labelling.replayed import activities, on_clock
+from traceql.analyzers.replay.without_straggler import without_stragglers
 from traceql.labelling.request import request
+from traceql.verdicts.pricing import named_stragglers
 
 
 @pytest.mark.parametrize("run", [RUNS / "gpt2-straggler-nsys", RUNS / "llama-4rank-straggler-nsys",

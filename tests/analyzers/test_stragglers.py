@@ -13,7 +13,7 @@ import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, H200, INRUN_TRACE, KINETO_TOY, NSYS, RUNS, corpus
 from traceql import read_trace
-from traceql.analyzers.steps import step_breakdown
+from traceql.analyzers.step_breakdown import step_breakdown
 from traceql.analyzers.stragglers import arrivals, stragglers
 from traceql.commands.ranks import ranks
 

@@ -118,7 +118,7 @@ def test_bad_kineto_input(invoke, toy: Path, tmp_path: Path, case: str, code: in
 def test_microseconds_become_nanoseconds_with_their_sign(tmp_path: Path, text: str) -> None:
     """A kernel's ts and dur (µs, as the JSON writes them) in ns, sign included: a dur of -0.703 µs is an end
     703 ns before the start, dropped as such (it was once read as +703 ns); oracle: Decimal, half away from 0."""
-    from traceql.sources.kineto import _ns
+    from traceql.sources.kineto_file import ns_from_text as _ns
 
     want = int((Decimal(text) * 1000).quantize(Decimal(1), rounding="ROUND_HALF_UP"))
     assert pl.DataFrame({"t": [text]}).select(_ns("t")).item() == want

@@ -19,11 +19,11 @@ KINETO_CORPUS = sorted(PUBLIC.glob("hta-kineto/**/*.json.gz")) + sorted(KINETO_T
 def model(path: Path, monkeypatch: pytest.MonkeyPatch, *, compiled: bool) -> dict[str, list] | str:
     """The model's relations a Kineto file or folder gives, in insertion order, or the error line it gives."""
     from traceql.model import engine, schema
-    from traceql.sources import inputs, kineto
+    from traceql.sources import inputs, kineto, kineto_file
 
     with monkeypatch.context() as m:
         if not compiled:
-            m.setattr(kineto, "decode", lambda _path: None)
+            m.setattr(kineto_file, "decode", lambda _path: None)
         con = engine.connect()
         engine.create_relations(con)
         staged = engine.Model(con)

@@ -1,5 +1,5 @@
 """The readers' registry: each reader recognises its own files, a format is added by one module and one line
-in ``sources.READERS``, and what no reader claims is refused with the same line, first reason first."""
+in ``registry.READERS``, and what no reader claims is refused with the same line, first reason first."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, ROOT, RUNS
-from traceql import sources
 from traceql.errors import InputError
 from traceql.model import engine
-from traceql.sources import inputs
+from traceql.sources import inputs, registry
+from traceql.sources.files import InputFile
 from traceql.sources.runs import split_runs
 
 NCU_FILES = sorted((ROOT / "datasets" / "ncu").glob("*.csv"))
@@ -43,7 +43,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A folder holding a new reader module (``toy_reader``), listed last in the registry."""
     (tmp_path / "toy_reader.py").write_text(TOY_READER)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sources, "READERS", [*sources.READERS, "toy_reader"])
+    monkeypatch.setattr(registry, "READERS", [*registry.READERS, "toy_reader"])
     yield tmp_path
     sys.modules.pop("toy_reader", None)
 
@@ -53,23 +53,23 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
                          ids=lambda v: v.name if isinstance(v, Path) else v)
 def test_each_reader_recognises_the_embedded_files(path: Path, fmt: str) -> None:
     assert inputs.check_file(path).fmt == fmt
-    assert sources.recognise(path.read_bytes()[:100], path) is sources.reader(fmt)
+    assert registry.recognise(path.read_bytes()[:100], path) is registry.reader(fmt)
 
 
 def test_a_new_format_is_one_module_and_one_line(toy: Path) -> None:
     (toy / "a.toy").write_bytes(b"TOY 1\n")
     (toy / "b.toy").write_bytes(b"TOY 2\n")
     checked = inputs.check_file(toy / "a.toy")
-    assert checked == inputs.InputFile(toy / "a.toy", "toy")
+    assert checked == InputFile(toy / "a.toy", "toy")
     model = engine.Model(engine.connect())
-    assert sources.load(model, [checked, inputs.check_file(toy / "b.toy")]) == ["read 2 toy file(s)"]
+    assert registry.load(model, [checked, inputs.check_file(toy / "b.toy")]) == ["read 2 toy file(s)"]
     # its loose files form runs as it says, beside the built-in readers' runs
     assert split_runs([toy / "a.toy", DDP_FILES[0], toy / "b.toy"]) == [[toy / "a.toy", toy / "b.toy"], [DDP_FILES[0]]]
 
 
 def test_a_format_not_listed_is_not_read(toy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (toy / "a.toy").write_bytes(b"TOY 1\n")
-    monkeypatch.setattr(sources, "READERS", sources.READERS[:-1])
+    monkeypatch.setattr(registry, "READERS", registry.READERS[:-1])
     with pytest.raises(InputError, match="not a trace traceql can read"):
         inputs.check_file(toy / "a.toy")
 
@@ -115,5 +115,5 @@ def test_nsys_notes_an_export_in_wal_mode(tmp_path: Path) -> None:
     with sqlite3.connect(path) as con:
         con.execute("PRAGMA journal_mode=WAL")
     con.close()
-    assert inputs.check_file(path) == inputs.InputFile(path, "nsys-sqlite", wal=True)
+    assert inputs.check_file(path) == InputFile(path, "nsys-sqlite", wal=True)
     assert not inputs.check_file(DDP_FILES[0]).wal

@@ -22,8 +22,8 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.render import LONG_SPAN_NS, kernel_cell
+from traceql.labelling.modes import LabelSource
 from traceql.labelling.options import NO_CHANGE_PCT, finite
-from traceql.labelling.sources import LabelSource
 
 REGRESSED = 1  # the exit code of --fail-above
 Before = Annotated[Path, typer.Argument(help="the earlier run: a trace file or a folder of one run's traces",

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from traceql.analyzers.units import MIB
 from traceql.cli.common import CONTEXT, console, guarded, note, spinner, table
 from traceql.errors import OptionError
 
@@ -24,7 +25,7 @@ OutDir = Annotated[Path, typer.Option("--out", "-o", help="the profile folder (c
 
 def _size(text: str) -> int:
     """``4GB``, ``512MiB``, ``1e9`` as bytes: a finite size of at least one byte."""
-    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": MIB, "GIB": 2**30}
     t = text.strip().upper()
     digits = t.rstrip("KMGIB")
     try:

@@ -17,6 +17,7 @@ from traceql.labelling.request import Request, request
 from traceql.labelling.result import DetectResult, StoredRows, merge
 from traceql.parallel import Pool, Progress, check, disk_bytes
 from traceql.sources.shards import shards
+from traceql.verdicts.pricing import price_run, price_stored
 
 if TYPE_CHECKING:
     from traceql.analyzers.detection.detector import SlowdownDetector
@@ -39,8 +40,9 @@ class Labelling:
 def label_run(item: tuple[int, list[Path] | None], how: Labelling) -> DetectResult:
     """One run (its place, its inputs): its timeline read whole, labelled, and what its cases cost on the
     critical path (a task of :class:`traceql.parallel.Pool`)."""
-    return how.request.label(item[1], how.baseline, top=how.top, detector=how.detector, metrics=how.metrics,
-                             critical=how.causes)[1]
+    timeline, result = how.request.label(item[1], how.baseline, top=how.top, detector=how.detector,
+                                         metrics=how.metrics)
+    return price_run(result, timeline) if how.causes else result
 
 
 def _run_name(paths: list[Path] | None) -> str:
@@ -80,7 +82,7 @@ def detect(
     ``progress(done, total, run)`` follows them. A run of several rank files is labelled a rank at a time
     (``traceql.labelling.by_rank``: one rank's kernels in memory at once, the ranks spread over the workers);
     its rows are then stored on disk (:class:`StoredRows`) and read when asked for. Each run is replayed for
-    its causes and what its cases cost on the critical path (``traceql.labelling.causes``), unless ``causes``
+    its causes and what its cases cost on the critical path (``traceql.verdicts.pricing``), unless ``causes``
     is off (a large run's replay is most of its time and memory).
     """
     check(workers, scheduler)
@@ -103,7 +105,7 @@ def detect(
             results[i] = res
         for i, parts in split.items():
             results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
-                                           progress=progress, critical=causes)
+                                           progress=progress, then=price_stored if causes else None)
     result = merge([r for r in results if r is not None], top=top)
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
     if out is not None:

@@ -24,7 +24,7 @@ from traceql.analyzers.diff import (
     step_figures,
     verdict,
 )
-from traceql.analyzers.steps import step_breakdown
+from traceql.analyzers.step_breakdown import step_breakdown
 from traceql.errors import InputError, OptionError
 from traceql.labelling.inputs import Timeline, read_timeline
 from traceql.labelling.label import label

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from traceql import __version__
 from traceql.export import perfetto as chrome
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import request
+from traceql.version import __version__
 
 __all__ = ["PerfettoResult", "perfetto"]
 

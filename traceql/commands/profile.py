@@ -13,13 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traceql.collectors import manifest
-from traceql.collectors.fields import Field, integer, number, of_type, shown
+from traceql.collectors.fields import shown
 from traceql.collectors.files import atomic_path, write_json
 from traceql.collectors.profile_format import FORMAT, file_name, profile
 from traceql.collectors.profiling import run_profile
 from traceql.errors import InputError, OptionError
-from traceql.jsonfile import load_json
+from traceql.sources.buckets import profiled_run, rank_results
 from traceql.sources.outputs import check_folder_output
 from traceql.tuning.profiles import read_profile
 
@@ -29,15 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["buckets", "compute", "memory", "merge"]
 
 Progress = Callable[[str], None]
-# what a buckets profile reads of a run's manifest: (dotted key, what it must be, what it records)
-RUN_KEYS: tuple[tuple[str, Field, str], ...] = (
-    ("input.path", of_type("a string", str), "the model (its input folder)"),
-    ("input.local_config.world_size", integer(1), "the world size"),
-    ("input.local_config.batchsize", integer(1), "the local batch"),
-    ("input.local_config.cap_size", number(0, above=True), "the bucket cap (bucket_cap_mb)"),
-)
-
-
 MAX_BATCH = 2**31 - 1  # a batch no device holds: past it, the option is a typing mistake
 
 
@@ -115,70 +105,11 @@ def _median_ms(values: pl.Series) -> float | None:
     return None if value is None else round(float(value) / 1e6, 4)  # type: ignore[arg-type]
 
 
-def _run(run: Path) -> dict[str, Any]:
-    """What a buckets profile reads of a run folder's manifest (``model, world, batch, cap, traced``); an
-    InputError naming the run folder or its manifest when it is not one of `traceql collect` or lacks a key."""
-    if not run.is_dir():
-        raise InputError("no such run folder" if not run.exists() else "not a folder (expected a run folder of "
-                         "`traceql collect`)", path=str(run))
-    path = run / "manifest.json"
-    if not path.exists() and not path.is_symlink():
-        raise InputError("not a run folder of `traceql collect` (no manifest.json)", path=str(run))
-    info = load_json(path)
-    if not isinstance(info, dict) or not str(info.get("format", "")).startswith(manifest.FORMAT_PREFIX):
-        raise InputError(f"not the manifest of a run of `traceql collect` (its format must be {manifest.FORMAT!r})",
-                         path=str(path))
-    found = {}
-    for key, field, what in RUN_KEYS:
-        value: Any = info
-        parts = key.split(".")
-        for i, part in enumerate(parts):
-            if not isinstance(value, dict):
-                raise InputError(f"{'.'.join(parts[:i])} must be an object, got {shown(value)} (edited by hand?)",
-                                 path=str(path))
-            if part not in value:
-                raise InputError(f"no {'.'.join(parts[:i + 1])}: it records {what}, which a buckets profile needs "
-                                 "(a manifest edited by hand, or of an older collection?)", path=str(path))
-            value = value[part]
-        if not field.test(value) or (isinstance(value, str) and not value.strip()):
-            raise InputError(f"{key} must be {field.what}, got {shown(value)}", path=str(path))
-        found[parts[-1]] = value
-    files = info.get("files", {})
-    traces = files.get("traces", []) if isinstance(files, dict) else None
-    if not isinstance(traces, list) or not all(isinstance(t, str) for t in traces):
-        raise InputError(f"files.traces must be a list of paths, got {shown(traces if files else files)}",
-                         path=str(path))
-    return {"model": Path(found["path"]).name, "world": found["world_size"], "batch": found["batchsize"],
-            "cap": found["cap_size"], "traced": bool(traces)}
-
-
-def _results(run: Path, world: int) -> list[dict[str, Any]]:
-    """The ranks' result files of a run of ``world`` ranks (``results/rank*.json``), checked for what a buckets
-    profile reads."""
-    out = []
-    for path in sorted((run / "results").glob("rank*.json")):
-        data = load_json(path)
-        if not isinstance(data, dict):
-            raise InputError(f"not a rank's result (expected a JSON object, got {shown(data)})", path=str(path))
-        if "rank" in data and not integer(0, most=world - 1).test(data["rank"]):
-            raise InputError(f"rank must be a rank of the run, an integer from 0 to {world - 1} (world_size {world}),"
-                             f" got {shown(data['rank'])}", path=str(path))
-        sizes, versions = data.get("ddp_buckets"), data.get("versions")
-        if sizes is not None and not (isinstance(sizes, list) and all(integer(0).test(b) for b in sizes)):
-            raise InputError(f"ddp_buckets must be a list of byte counts, got {shown(sizes)}", path=str(path))
-        if versions is not None and not (isinstance(versions, dict)
-                                         and isinstance(versions.get("gpu"), (str, type(None)))):
-            raise InputError(f"versions must be an object whose gpu is a string, got {shown(versions)}",
-                             path=str(path))
-        out.append(data)
-    return out
-
-
 def _cap_entry(run: Path, info: dict[str, Any], results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """One run folder as a ``caps`` entry of a buckets profile, and notes."""
     from traceql.analyzers.buckets import bucket_times
     from traceql.labelling.request import request
-    from traceql.labelling.steps import rank_steps
+    from traceql.verdicts.ranks import rank_steps
 
     sizes = next((r["ddp_buckets"] for r in results if r.get("ddp_buckets")), None) or []
     entry: dict[str, Any] = {"cap_mb": info["cap"], "buckets": len(sizes), "bucket_bytes": sizes,
@@ -200,20 +131,22 @@ def _cap_entry(run: Path, info: dict[str, Any], results: list[dict[str, Any]]) -
 
 
 def _line(pairs: list[tuple[int, float]]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The all-reduce line ``latency + size × ms_per_mb`` fitted to (bytes, ms) pairs by least squares, neither
-    term below 0 (where the free fit gives one below 0, it is held at 0 and the other fitted alone)."""
-    from traceql.analyzers.buckets import MB, comm_model
+    """The all-reduce line ``latency + size × ms_per_mb`` fitted to (bytes, ms) pairs by least squares
+    (``analyzers.buckets.AllReduceTime``), neither term below 0 (where the free fit gives one below 0, it is held
+    at 0 and the other fitted alone, and a note says so); None with fewer than two sizes."""
+    from traceql.analyzers.buckets import AllReduceTime
 
-    fitted = comm_model([p[0] for p in pairs], [p[1] for p in pairs])
-    if fitted is None or (fitted["latency_ms"] >= 0 and fitted["ms_per_mb"] >= 0):
-        return fitted, []
-    x, y = [p[0] / MB for p in pairs], [p[1] for p in pairs]
-    candidates = [(0.0, max(0.0, sum(a * b for a, b in zip(x, y, strict=True)) / sum(a * a for a in x))),
-                  (max(0.0, sum(y) / len(y)), 0.0)]
-    latency, slope = min(candidates, key=lambda c: sum((b - c[0] - c[1] * a) ** 2 for a, b in zip(x, y, strict=True)))
-    note = (f"the all-reduce line fitted freely has a latency of {fitted['latency_ms']} ms and "
-            f"{fitted['ms_per_mb']} ms/MB; refitted with neither below 0")
-    return {"latency_ms": round(latency, 4), "ms_per_mb": round(slope, 5), "samples": len(x)}, [note]
+    sizes, times = [p[0] for p in pairs], [p[1] * 1e6 for p in pairs]
+    free = AllReduceTime.free(sizes, times, relative=False)
+    if free is None:
+        return None, []
+    fitted = AllReduceTime.fit(sizes, times, relative=False)
+    line = (fitted or free).to_profile(len(pairs))
+    if fitted == free:
+        return line, []
+    was = free.to_profile(len(pairs))
+    return line, [f"the all-reduce line fitted freely has a latency of {was['latency_ms']} ms and "
+                  f"{was['ms_per_mb']} ms/MB; refitted with neither below 0"]
 
 
 def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None = None) -> tuple[Path, list[str]]:
@@ -225,7 +158,7 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
         raise OptionError("give one or more run folders of `traceql collect`")
     out = check_folder_output(out, "--out", inputs=runs)
     _once(runs)
-    infos = [(run, info, _results(run, info["world"])) for run, info in [(run, _run(run)) for run in runs]]
+    infos = [(run, info, rank_results(run, info["world"])) for run, info in [(run, profiled_run(run)) for run in runs]]
     first_run, first, _ = infos[0]
     caps: dict[tuple[float, int], Path] = {}
     for run, info, _ in infos:

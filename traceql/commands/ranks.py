@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import request
-from traceql.labelling.steps import RanksResult, rank_steps
+from traceql.verdicts.ranks import RanksResult, rank_steps
 
 __all__ = ["RanksResult", "ranks"]
 
@@ -20,7 +20,7 @@ def ranks(
     hta_compat: bool = False,
 ) -> RanksResult:
     """Every normal step of every rank of a trace: its CPU and GPU time, compute, communication, memory, idle
-    and exposed communication (``traceql.analyzers.steps``), its slowdown cases and time lost (labelled as
+    and exposed communication (``traceql.analyzers.step_breakdown``), its slowdown cases and time lost (labelled as
     `detect` labels them: against ``baseline``, the trace's isolated steps, or the detector); and the
     stragglers (``traceql.analyzers.stragglers``). With no paths, the embedded example. Runs given together
     are each taken on their own."""

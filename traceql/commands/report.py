@@ -20,14 +20,14 @@ from traceql.export.html import figure, frame_table, page, table
 from traceql.labelling import options
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.options import PAIRED_FACTOR
-from traceql.labelling.replayed import verdict
 from traceql.labelling.request import request
 from traceql.labelling.result import DetectResult
-from traceql.labelling.steps import RanksResult, run_steps
-from traceql.labelling.whatif import run_errors
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
+from traceql.verdicts.ranks import RanksResult, run_steps
+from traceql.verdicts.replayed import verdict
+from traceql.verdicts.whatif import run_errors
 
 
 @dataclass

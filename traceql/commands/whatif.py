@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.labelling.request import request
-from traceql.labelling.whatif import RunVerdict, WhatIfResult, what_if
+from traceql.verdicts.whatif import RunVerdict, WhatIfResult, what_if
 
 __all__ = ["RunVerdict", "WhatIfResult", "whatif"]
 

@@ -13,11 +13,12 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import collectives as coll
+from traceql.analyzers.buckets import own_buckets
 from traceql.analyzers.links import Link, link
 from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
-from traceql.labelling.gradients import given_by, run_buckets
 from traceql.sources import kineto_comms, nsys_comms
+from traceql.sources.buckets import given_by, gradients_of, run_folder
 from traceql.sources.runfolder import read_manifest
 from traceql.trace import Trace, read_trace
 
@@ -33,12 +34,6 @@ class Collectives:
     links: dict[str, Link | None] = field(default_factory=dict)
     gpus: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def _folder(trace_path: Path) -> Path | None:
-    """The `traceql collect` run folder a trace file lies in (``RUN/traces/FILE``), if it is one."""
-    folder = trace_path.parent.parent if trace_path.parent.name == "traces" else None
-    return folder if folder is not None and (folder / "manifest.json").is_file() else None
 
 
 def recorded_link(folder: Path) -> Link | None:
@@ -80,9 +75,13 @@ def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
                     if pid is not None}
             by_call.append(nsys_comms.read(p, pids, world_of[mine["run_id"][0]]).select(*coll.BY_CALL))
         for run_id in mine["run_id"].unique():
-            folders[run_id] = folders.get(run_id) or _folder(p)
+            folders[run_id] = folders.get(run_id) or run_folder([p])
     # each run's buckets and recorded link, read once from its run folder
-    buckets = {run: sizes for run, folder in folders.items() if (sizes := run_buckets(folder, given))}
+    buckets = {}
+    for run, folder in folders.items():
+        known = gradients_of(folder, given)
+        if sizes := own_buckets(known.recorded, known.param_bytes, known.cap_mb):
+            buckets[run] = sizes
     recorded = {run: lk for run, folder in folders.items()
                 if folder is not None and (lk := recorded_link(folder)) is not None}
     return pl.concat(by_kernel), pl.concat(by_call), buckets, recorded

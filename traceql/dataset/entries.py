@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from traceql.analyzers.units import MIB
+
 
 @dataclass
 class Outcome:
@@ -27,7 +29,7 @@ def content_id(paths: list[Path], extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for p in sorted(paths):
         with p.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
+            for block in iter(lambda: fh.read(MIB), b""):
                 h.update(block)
     return h.hexdigest()[:12]
 

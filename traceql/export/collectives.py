@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from traceql.analyzers import collectives as coll
+from traceql.analyzers.units import MIB
 from traceql.export import figures
 from traceql.export.html import figure, table
 
@@ -78,7 +79,7 @@ def _positions(inst: pl.DataFrame) -> str:
     def num(value: float | None, scale: float, digits: int) -> str:
         return "-" if value is None else f"{value / scale:,.{digits}f}"
 
-    rows = [[x["collective"], x["instance"], num(x["bytes"], 2**20, 2), x["steps"], num(x["transfer_ns"], 1e3, 1),
+    rows = [[x["collective"], x["instance"], num(x["bytes"], MIB, 2), x["steps"], num(x["transfer_ns"], 1e3, 1),
              num(x["busbw_gbps"], 1, 1), num(x["peak_share"], 0.01, 0), num(x["skew_ns"], 1e3, 1),
              "-" if x["last_rank"] is None else f"{x['last_rank']} ({x['last_count']} of {x['steps']})"]
             for x in coll.positions(inst).iter_rows(named=True)]

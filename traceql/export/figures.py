@@ -6,6 +6,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from traceql.analyzers.units import MIB
+
 # one meaning a colour, in every figure: red is a slowed kernel and nothing else
 COLOURS = {"slowed": "#d62728", "compute": "#7f9fbf", "communication": "#ff9f1c", "memory": "#8c564b"}
 IDLE = "#c7c7c7"
@@ -146,7 +148,7 @@ def collective_bandwidth(inst: pl.DataFrame, title: str) -> go.Figure:
     inst = inst.with_columns(label.alias("_x"))
     axis = f"{ops['collective'][0]} #k: its k-th in the step" if one else "collective #k: its k-th in the step"
     shown = inst.select("_x", "step", "bytes", "transfer_ns", "busbw_gbps", "peak_share")
-    hover = [f"<b>{x}</b>, step {s}<br>{b / 2**20:,.2f} MiB in {t / 1000:,.1f} µs<br>{g:,.1f} GB/s"
+    hover = [f"<b>{x}</b>, step {s}<br>{b / MIB:,.2f} MiB in {t / 1000:,.1f} µs<br>{g:,.1f} GB/s"
              + ("" if p is None else f", {p * 100:.0f} % of peak") for x, s, b, t, g, p in shown.rows()]
     fig = go.Figure(go.Scatter(x=inst["_x"].to_list(), y=inst["busbw_gbps"].to_list(), mode="markers",
                                name="each step", marker={"color": COLOURS["communication"], "size": 7, "opacity": 0.55},

@@ -45,11 +45,11 @@ from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.partial import partial_notes
-from traceql.analyzers.replay import Stored
+from traceql.analyzers.replay.windows import Mapper, Stored
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
-from traceql.labelling.causes import priced_causes
-from traceql.labelling.label import baseline_notes, no_kernels, priced
+from traceql.labelling.core import baseline_notes, detector_for, no_kernels
+from traceql.labelling.modes import LabelSource, choose
 from traceql.labelling.passes import (
     Labelled,
     Read,
@@ -64,15 +64,16 @@ from traceql.labelling.passes import (
     sampled_rows,
     statistics,
 )
-from traceql.labelling.replayed import KEY as CASE_KEY
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
-from traceql.labelling.sources import LabelSource, choose
 from traceql.model import schema
 from traceql.parallel import Pool, Progress
 from traceql.sources.shards import Shard
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
-__all__ = ["SCRATCH_ENV", "Settings", "label_by_rank", "scratch"]
+# what follows the labels while the run's activities are stored: (result, activities, recorded waits, a mapper
+# that replays windows of them on the pool)
+Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper], None]
+__all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "scratch"]
 
 
 def scratch() -> tempfile.TemporaryDirectory:
@@ -116,7 +117,7 @@ class _Passes:
         self.total = 5 * len(shards)
         self.done = 0
 
-    def mapper(self) -> Any:
+    def mapper(self) -> Mapper:
         """A ``replay.Mapper`` that replays a run's windows of steps on the pool (a failed one stops the run)."""
         def windows(fn: Callable[[Any, Any], Any], items: list[Any], job: Any) -> Iterable[Any]:
             for _, result in self.pool.map(fn, items, common=job, name=lambda w: f"{w.run_id} steps {w.first}-"
@@ -168,19 +169,21 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
 
 
 def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: int = 10, detector: Any = None,
-                  progress: Progress | None = None) -> DetectResult:
+                  progress: Progress | None = None, then: Then | None = None) -> DetectResult:
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
-    on disk (:class:`StoredRows`), in a folder that lives as long as the result. Every working file is gone
-    when it returns."""
+    on disk (:class:`StoredRows`), in a folder that lives as long as the result. With ``then`` (and
+    ``settings.replay``), what comes next while the run's activities are still stored: ``then(result,
+    activities, waits, mapper)``, ``mapper`` replaying windows of them on the pool (a verdict's replay). Every
+    working file is gone when it returns."""
     discard = _Discard()
     try:
-        return _passes(shards, settings, pool, top, detector, progress, discard)
+        return _passes(shards, settings, pool, top, detector, progress, discard, then)
     finally:
         discard.wait()
 
 
 def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detector: Any,
-            progress: Progress | None, discard: _Discard) -> DetectResult:
+            progress: Progress | None, discard: _Discard, then: Then | None) -> DetectResult:
     passes = _Passes(shards, pool, progress)
     firsts: list[Read] = passes.run(read, settings)
     notes = [n for r in firsts for n in r.notes]
@@ -205,10 +208,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     run = replace(run, offsets=passes.run(place, run))
     stats, keys = zip(*passes.run(statistics, run), strict=True)
     discard(settings.path(i, f"{name}.arrow") for i in range(len(shards)) for name in GROUPS)
-    if detector is None:
-        from traceql.analyzers.detection.detector import SlowdownDetector
-
-        detector = SlowdownDetector.at(settings.threshold)
+    detector = detector_for(settings.threshold, detector)
     run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None,
                   factors=chosen(getattr(detector, "estimate_factors", None), [g for r in firsts for g in r.gpus]))
     counts = passes.run(features, run)
@@ -234,12 +234,10 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
     kept = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
     stored = [path for path, _ in kept]
-    if settings.critical and stored:  # every rank's activities, a window of steps at a time over the workers
-        cases = result.rows.scan().filter(pl.col("is_slowdown")).select(*CASE_KEY, "step", "is_slowdown",
-                                                                       "baseline_ns").collect()
+    if then is not None and stored:  # every rank's activities, replayed a window of steps at a time over the workers
         waits = [r.waits for r in firsts if r.waits is not None]
-        priced(result, priced_causes(Stored(tuple(stored), tuple(index for _, index in kept)),
-                                     pl.concat(waits) if waits else None, result.steps, passes.mapper(), cases=cases))
+        then(result, Stored(tuple(stored), tuple(index for _, index in kept)), pl.concat(waits) if waits else None,
+             passes.mapper())
     discard(stored)
     return result
 

@@ -12,7 +12,7 @@ import polars as pl
 from traceql.analyzers.baselines.isolated import communicating, other_comm, outside_steps
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.analyzers.partial import comm_devices, partial_notes
-from traceql.analyzers.steps import STEP_KEY
+from traceql.analyzers.step_breakdown import STEP_KEY
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature

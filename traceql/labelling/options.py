@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.errors import OptionError
 
-PAIRED_FACTOR = 1.2  # the default --threshold: traceql.analyzers.detection.labels.PAIRED_FACTOR (a test checks)
+__all__ = ["NO_CHANGE_PCT", "PAIRED_FACTOR", "finite", "threshold"]
+
 
 # `diff`: a median step time within ±2 % of BEFORE's is "no change". On the shared H200 corpus the median step
 # time of one run varies by up to 0.57 % (bootstrap SD over its steps and ranks), so that of a difference of

@@ -31,15 +31,16 @@ from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, signature_instance
 from traceql.analyzers.compat import hta_view
 from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
+from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.partial import comm_devices
-from traceql.analyzers.replay import Stored
+from traceql.analyzers.replay.activities import activities
+from traceql.analyzers.replay.windows import Stored
 from traceql.analyzers.reports import step_cases, step_spans
+from traceql.labelling.core import candidates, decide, feature_inputs, isolated, scored
 from traceql.labelling.inputs import Baseline, read_timeline
-from traceql.labelling.label import FEATURE_INPUTS, _isolated, decide, feature_inputs, scored
-from traceql.labelling.replayed import activities
-from traceql.labelling.result import _kinds
-from traceql.labelling.sources import LabelSource
+from traceql.labelling.modes import LabelSource
+from traceql.labelling.result import kind_counts
 from traceql.model import schema
 from traceql.sources.shards import Shard
 
@@ -56,7 +57,7 @@ class Settings:
     single_trace: bool
     hta_compat: bool
     folder: Path
-    critical: bool = False  # whether the run is replayed (what its cases cost on the critical path)
+    replay: bool = False  # whether its activities are kept for a replay (what its causes cost)
 
     def path(self, i: int, what: str) -> Path:
         return self.folder / f"shard{i}.{what}"
@@ -137,16 +138,16 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.comm = bool((kernels["kind"] == "comm").any())
     out.comm_devices = comm_devices(kernels)
     overlap = comm_overlap(kernels, tl.context)
-    out.isolated_runs = overlap.filter(_isolated(overlap))["run_id"].unique().to_list()
+    out.isolated_runs = overlap.filter(isolated(overlap))["run_id"].unique().to_list()
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
         return out
-    if settings.critical:  # what its replay reads, a window of steps at a time (``replay.windowed``)
+    if settings.replay:  # what its replay reads, a window of steps at a time (``replay.windowed``)
         replayed = activities(kernels, tl.memops, tl.ranks)  # a window of steps is a slice of it
         out.index = Stored.write(replayed, settings.path(i, "activities.arrow"))
         out.activities, out.waits = replayed.height, tl.waits
-    isolated = _isolated(overlap)
-    inputs = overlap.filter(~isolated)
+    own = isolated(overlap)
+    inputs = overlap.filter(~own)
     if not shard.windowed:
         out.breakdown = rank_breakdown(*(hta_view(kernels, tl.memops, tl.nvtx) if settings.hta_compat
                                          else (kernels, tl.memops)))
@@ -162,7 +163,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.seen = inputs.select("run_id", "rank").unique(maintain_order=True)
     if settings.baseline is not None:
         out.matched = int(overlap["signature"].is_in(settings.baseline.signatures.implode()).sum())
-    at = isolated.not_().arg_true()  # the places of the kernels outside isolated steps, where they are
+    at = own.not_().arg_true()  # the places of the kernels outside isolated steps, where they are
     nulls = pl.repeat(None, overlap.height, dtype=pl.Int32, eager=True)
     overlap.with_columns(nulls.alias(c).scatter(at, places[c]) for c in PLACES).write_ipc(
         settings.path(i, "kernels.arrow"))
@@ -170,7 +171,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
 
 
 def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
-    """A shard's stored compute kernels as the labels need them (``labelling.label.prepared``): with
+    """A shard's stored compute kernels as the labels need them (``labelling.core.prepared``): with
     ``ddp_copy``, a row id ``_row`` and ``tick_ns``."""
     return overlap.with_columns(extra["ddp_copy"]).with_row_index("_row").with_columns(extra["tick_ns"])
 
@@ -185,7 +186,7 @@ def place(item: tuple[int, Shard], run: Run) -> dict[str, list[int]]:
         overlap.select("run_id").join(run.ticks, on="run_id", how="left", maintain_order="left")["tick_ns"])
     extra.write_ipc(run.settings.path(i, "extra.arrow"))  # what the labels add to the kernels stored: small
     prepared = _prepared(overlap, extra)
-    outside = prepared.filter(~_isolated(prepared))
+    outside = prepared.filter(~isolated(prepared))
     rows = with_replicas(feature_inputs(prepared), run.replicas).with_columns(
         gathered(outside.select(*PLACES), run.aligned[i]))
     rows.write_ipc(run.settings.path(i, "placed.arrow"))
@@ -218,7 +219,7 @@ def features(item: tuple[int, Shard], run: Run) -> int:
     table = _features(i, run)
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
     table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
-    judged = ordered_rows(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
+    judged = ordered_rows(i, run, table).filter(pl.Series(candidates(table.select(COLUMNS).to_numpy())))
     judged.write_ipc(run.settings.path(i, "judged.arrow"))
     return judged.height
 
@@ -264,12 +265,6 @@ def sampled_rows(paths: list[Path], counts: list[int], rows: np.ndarray, windowe
     return pl.concat(parts).sort("_place").select(COLUMNS).to_numpy()
 
 
-def _candidates(x: np.ndarray) -> np.ndarray:
-    from traceql.analyzers.detection.detector import SlowdownDetector
-
-    return SlowdownDetector()._candidates(x)  # noqa: SLF001 - the one definition of the rows it judges
-
-
 def _reference(run: Run, kernels: pl.DataFrame) -> pl.DataFrame | None:
     """Where windows split a rank's steps: the isolated steps' kernels of the ranks of ``kernels``, from every
     shard that stored some (each window reads its own ranks' alone)."""
@@ -294,6 +289,6 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
                      inrun_reference=_reference(run, overlap))
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
-    baseline, reference = _kinds(rows)
+    baseline, reference = kind_counts(rows)
     return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
                     signature_instances(rows), rows.height, baseline, reference)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from traceql.labelling import options
+from traceql.labelling.by_rank import Settings, Then, label_by_rank, scratch
 from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
 from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR
@@ -70,16 +71,15 @@ class Request:
                                single_trace=self.single_trace, **more)
 
     def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = 10,
-                      detector: Any = None, progress: Progress | None = None, critical: bool = False) -> DetectResult:
+                      detector: Any = None, progress: Progress | None = None, then: Then | None = None,
+                      ) -> DetectResult:
         """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool``
         (``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder of its own;
-        with ``critical``, what the cases cost on the critical path of its steps too."""
-        from traceql.labelling.by_rank import Settings, label_by_rank, scratch
-
+        ``then``: what follows the labels while the run's activities are stored (``by_rank.label_by_rank``)."""
         import_detector()
         with scratch() as folder:
-            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), critical)
-            return label_by_rank(shards, how, pool=pool, top=top, detector=detector, progress=progress)
+            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), then is not None)
+            return label_by_rank(shards, how, pool=pool, top=top, detector=detector, progress=progress, then=then)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:
         """Every input as one timeline (what a report or a Chrome trace draws), labelled."""

@@ -11,7 +11,7 @@ import polars as pl
 
 from traceql.analyzers.cases import rank_cases
 from traceql.analyzers.causes import CAUSES, HELD
-from traceql.labelling.sources import LabelSource, combine
+from traceql.labelling.modes import LabelSource, combine
 from traceql.model import schema
 
 
@@ -47,7 +47,9 @@ class StoredRows:
                               for c, t in types.items())
 
 
-def _kinds(kernels: pl.DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+def kind_counts(kernels: pl.DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Labelled ``kernels`` counted by baseline kind, and by reference kind (kernels, cases, undecided, those that
+    overlapped communication)."""
     if kernels.is_empty():
         return {}, {}
     baseline = dict(kernels.group_by("baseline_kind").len().sort("baseline_kind").iter_rows())
@@ -107,12 +109,12 @@ class DetectResult:
 
     def baseline_kinds(self) -> dict[str, int]:
         """How many compute kernels got each kind of baseline (twin, key-median, estimate, none)."""
-        return _kinds(self.rows)[0] if isinstance(self.rows, pl.DataFrame) else self.rows.baseline_kinds
+        return kind_counts(self.rows)[0] if isinstance(self.rows, pl.DataFrame) else self.rows.baseline_kinds
 
     def reference_kinds(self) -> dict[str, dict[str, int]]:
         """Per reference kind (twin, clean, borrowed, corrected, contaminated, none): the compute kernels judged
         on it, the cases and the undecided among them, and those that overlapped communication."""
-        return _kinds(self.rows)[1] if isinstance(self.rows, pl.DataFrame) else self.rows.reference_kinds
+        return kind_counts(self.rows)[1] if isinstance(self.rows, pl.DataFrame) else self.rows.reference_kinds
 
     def cases(self) -> int:
         """How many compute kernels are slowdown cases."""

@@ -1,12 +1,12 @@
 """The activity relations (kernels, memory operations) finished once every source has added its rows: sorted,
-checked (``validate``), given their steps (``steps``), and shown to SQL as views over the frames, which
+checked (``validate``), given their steps (``step_attribution``), and shown to SQL as views over the frames, which
 ``Trace.relation`` then hands out as they are."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from traceql.model import schema, steps, validate
+from traceql.model import schema, step_attribution, validate
 from traceql.model.engine import Model, sort
 
 
@@ -36,9 +36,9 @@ def finish(model: Model) -> tuple[dict[str, pl.DataFrame], list[str]]:
         rows, said = _gathered(model, table, model.staged.pop(table))
         frames[table], narrowed = sort(rows, schema.order(table)), narrowed + said
     frames, notes = validate.check(model.con, frames)
-    frames, ignored = steps.attribute(model.con, frames)
+    frames, ignored = step_attribution.attribute(model.con, frames)
     for table, rows in frames.items():
         model.con.register(f"_{table}_rows", rows.select(schema.columns(table)).to_arrow())
         model.con.execute(_view(table))
-    steps.fill(model.con)
+    step_attribution.fill(model.con)
     return frames, narrowed + notes + ignored

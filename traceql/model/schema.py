@@ -12,7 +12,7 @@ import polars as pl
 STR, I32, I64, F64, BOOL = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean
 
 _KERNEL_SHAPE = {"grid_x": I32, "grid_y": I32, "grid_z": I32, "block_x": I32, "block_y": I32, "block_z": I32}
-# the step whose CPU range holds the launching API call (``traceql.model.steps``), filled after loading
+# the step whose CPU range holds the launching API call (``traceql.model.step_attribution``), filled after loading
 _STEP = {"step": I32, "step_kind": STR}
 DERIVED = set(_STEP)
 _ACTIVITY = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from traceql.analyzers import cores
+from traceql.analyzers.machine import cores
 from traceql.errors import OptionError
 
 CONNECT_TIMEOUT_S = 10.0  # to reach a scheduler given with --scheduler, and for it to answer

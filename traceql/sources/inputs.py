@@ -9,12 +9,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from traceql import sources
 from traceql.errors import InputError
-from traceql.sources import runfolder
+from traceql.sources import registry, runfolder
+from traceql.sources.files import InputFile
 
 NOT_A_TRACE = "not a trace traceql can read (expected an nsys SQLite export or a torch.profiler JSON trace)"
 
@@ -30,18 +30,6 @@ def _embedded() -> Path:
 EMBEDDED = _embedded()
 DEFAULT_TRACE = EMBEDDED / "gpt2-nsys"
 DEFAULT_BASELINE = EMBEDDED / "gpt2-single-nsys"
-
-
-@dataclass(frozen=True)
-class InputFile:
-    """One checked input: its path and its format (its reader's ``FORMAT``: ``nsys-sqlite``, ``kineto-json``,
-    ``ncu-csv``)."""
-
-    path: Path
-    fmt: str
-    cpu_run: bool = False  # from a collection on CPU: a Kineto trace without GPU activity is expected
-    run: str | None = None  # the run folder it came from: its files form one run of that name
-    wal: bool = False  # a SQLite database in WAL mode: reading it in place would create files beside it
 
 
 def _os_reason(exc: OSError) -> str:
@@ -95,7 +83,7 @@ def _missing(path: Path) -> str:
 
 
 def check_file(path: Path) -> InputFile:
-    """Check that one file can be read, then ask the readers (``traceql.sources``) whose it is, by its first
+    """Check that one file can be read, then ask the readers (``traceql.sources.registry``) whose it is, by its first
     bytes and its name; raise InputError for anything that is not a trace."""
     st = status(path)
     if st is None:
@@ -111,9 +99,9 @@ def check_file(path: Path) -> InputFile:
         raise InputError(_os_reason(exc), path=str(path)) from exc
     if size == 0:
         raise InputError("empty file (0 bytes): the capture or export was probably interrupted", path=str(path))
-    reader = sources.recognise(head, path)
+    reader = registry.recognise(head, path)
     if reader is None:
-        raise InputError(sources.refusal(head, path) or NOT_A_TRACE, path=str(path))
+        raise InputError(registry.refusal(head, path) or NOT_A_TRACE, path=str(path))
     checked = InputFile(path, reader.FORMAT)
     return reader.check(checked, head, size) if hasattr(reader, "check") else checked
 
@@ -160,7 +148,7 @@ def _scan_directory(path: Path) -> list[Path]:
     found = [p for p in entries if _is_trace_name(p.name) and _is_file(p)]
     if not found:
         # reports a reader refuses by their name alone (the nsys reader's .nsys-rep, .qdrep): not read here
-        reps = [p.name for p in entries if sources.refusal(b"", p) and _is_file(p)]
+        reps = [p.name for p in entries if registry.refusal(b"", p) and _is_file(p)]
         hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite)" if reps else ""
         if not hint and (inner := _folders_with_traces(entries)):
             hint = f" (traces are in its folder(s) {', '.join(inner[:3])}{', …' if len(inner) > 3 else ''}: give those)"

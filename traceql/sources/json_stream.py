@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from traceql.analyzers.units import MIB
 from traceql.errors import InputError
 
-CHUNK = 1 << 20
+CHUNK = MIB
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors and tools write first
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder(parse_float=str)

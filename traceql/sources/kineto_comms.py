@@ -21,8 +21,8 @@ import polars as pl
 from msgspec import Raw, Struct
 
 from traceql.model.names import COMM_NAME_REGEX
-from traceql.sources.kineto import _ns
-from traceql.sources.kineto_decode import _read
+from traceql.sources.kineto_decode import read_bytes
+from traceql.sources.kineto_file import ns_from_text
 
 BYTES = {"float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2, "bf16": 2,
          "double": 8, "float64": 8, "f64": 8, "long": 8, "int64": 8, "long int": 8, "int": 4, "int32": 4,
@@ -85,7 +85,7 @@ def read(path: Path, run_id: str, rank: int) -> tuple[pl.DataFrame, pl.DataFrame
     rank ``rank`` of run ``run_id``; empty frames for a trace that records none or cannot be read."""
     kernels: dict[str, list] = {"correlation_id": [], "bytes": [], "dtype": [], "group_size": []}
     calls: dict[str, list] = {"ts": [], "dur": [], "bytes": [], "dtype": [], "group_size": []}
-    data = _read(path)
+    data = read_bytes(path)
     try:  # each event's name, then only the events that may be collectives decoded whole
         heads = _HEADS.decode(data).traceEvents if data is not None else []
         texts = _DOC.decode(data).traceEvents if data is not None else []
@@ -115,7 +115,7 @@ def read(path: Path, run_id: str, rank: int) -> tuple[pl.DataFrame, pl.DataFrame
     by_kernel = pl.DataFrame(kernels, schema={"correlation_id": pl.Int64, "bytes": pl.Int64, "dtype": pl.String,
                                               "group_size": pl.Int32}, strict=False)
     by_call = (pl.DataFrame(calls, schema=dict.fromkeys(calls, pl.String))
-               .select(_ns("ts").alias("start_ns"), (_ns("ts") + _ns("dur")).alias("end_ns"),
+               .select(ns_from_text("ts").alias("start_ns"), (ns_from_text("ts") + ns_from_text("dur")).alias("end_ns"),
                        pl.col("bytes").cast(pl.Int64, strict=False), pl.col("dtype").replace("None", None),
                        pl.col("group_size").cast(pl.Int32, strict=False)))
     tag = (pl.lit(run_id).alias("run_id"), pl.lit(rank, pl.Int32).alias("rank"))

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from traceql.analyzers.units import MIB
 from traceql.sources.json_stream import BOM
 from traceql.sources.kineto_events import ANNOTATION_CATS, GPU_CATS, GPU_INTS, LAUNCH_CATS, META_KEYS, Columns
 
@@ -101,7 +102,7 @@ _LAUNCH_ARGS = msgspec.json.Decoder(list[_LaunchArgs | None])
 
 def decode(path: Path) -> Columns | None:
     """The trace's columns, or None where the streaming reader must read it."""
-    data = _read(path)
+    data = read_bytes(path)
     if data is None:
         return None
     try:
@@ -112,7 +113,7 @@ def decode(path: Path) -> Columns | None:
         return None
 
 
-PEEK_BYTES = 1 << 20  # a trace's metadata before its events: torch.profiler writes far less
+PEEK_BYTES = MIB  # a trace's metadata before its events: torch.profiler writes far less
 
 
 def peek_meta(path: Path) -> dict[str, Any] | None:
@@ -154,7 +155,7 @@ def _repeated(data: bytes | bytearray, trace: _Trace) -> bool:
     return data.find(KEY, data.find(KEY, 0, end) + 1, end) >= 0
 
 
-def _read(path: Path) -> bytes | bytearray | None:
+def read_bytes(path: Path) -> bytes | bytearray | None:
     """The file's bytes (gunzipped where compressed; a UTF-8 byte order mark first left out); None when they
     cannot be had."""
     try:

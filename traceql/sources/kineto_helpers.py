@@ -23,10 +23,12 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from traceql.analyzers.units import MIB
 from traceql.errors import TraceqlError
+from traceql.sources.kineto_file import parse
 
 HELPER_BYTES_ENV = "TRACEQL_HELPER_BYTES"
-HELPER_BYTES = 32 * 2**20
+HELPER_BYTES = 32 * MIB
 
 
 def _cores() -> int:
@@ -49,8 +51,6 @@ def serve() -> None:
     """A helper's main: the jobs (a pickled list of (path, cpu_run)) from stdin; each trace parsed in turn and its
     result sent back on stdout (pickled): the parsed trace, its error, or None where this process should read it
     itself (a failure that is no TraceqlError, worded there)."""
-    from traceql.sources.kineto import parse
-
     jobs = pickle.load(sys.stdin.buffer)
     with suppress(BrokenPipeError):  # the process that asked has gone
         for path, cpu_run in jobs:
@@ -124,9 +124,7 @@ class Helpers:
             raise
 
     def parse(self, path: Path) -> Any:
-        """``path`` parsed (``kineto.parse``): its helper's result, else parsed here."""
-        from traceql.sources.kineto import parse
-
+        """``path`` parsed (``kineto_file.parse``): its helper's result, else parsed here."""
         helper = self._by_path.pop(path, None)
         out = helper.take(path) if helper is not None else None
         if isinstance(out, TraceqlError):

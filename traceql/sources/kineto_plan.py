@@ -13,10 +13,11 @@ from typing import Any
 
 import polars as pl
 
-from traceql.sources import by_run
-from traceql.sources.inputs import InputFile
+from traceql.sources.files import InputFile, by_run
 from traceql.sources.kineto_decode import decode, peek_meta
 from traceql.sources.kineto_events import stream
+from traceql.sources.kineto_file import KinetoFile, assign
+from traceql.sources.kineto_helpers import Helpers
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,6 @@ def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> l
     is read whole: ``windows`` asks nothing of it; its metadata is read from its first bytes). Where ``pool``
     (a ``traceql.parallel.Pool``) runs its tasks in this process, helper processes start parsing the run's
     traces ahead, in the order its ranks are read, until the pool closes."""
-    from traceql.sources.kineto import KinetoFile, assign  # the reader imports this module
-    from traceql.sources.kineto_helpers import Helpers
 
     out = []
     empty = pl.DataFrame()

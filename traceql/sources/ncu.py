@@ -18,7 +18,7 @@ from traceql.errors import InputError
 from traceql.model.engine import Model, insert_frame
 from traceql.model.names import SIGNATURE_COLUMNS, short_names
 from traceql.model.schema import columns
-from traceql.sources.inputs import InputFile
+from traceql.sources.files import InputFile
 
 FORMAT = "ncu-csv"
 TIMELINE = False  # metrics of profiled launches, no timeline: in runs, they go with the first run

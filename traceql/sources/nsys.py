@@ -18,9 +18,9 @@ import polars as pl
 
 from traceql.errors import InputError
 from traceql.model.engine import Model
-from traceql.sources import by_run, sqlite_header
 from traceql.sources import nsys_parts as parts
-from traceql.sources.inputs import InputFile
+from traceql.sources import sqlite_header
+from traceql.sources.files import InputFile, by_run
 from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, fail
 from traceql.sources.nsys_kernels import launches, read_kernels, rows
 from traceql.sources.nsys_plan import Part, RunPlan, offsets, plan  # noqa: F401 - the reader's plan: sources.shards asks it

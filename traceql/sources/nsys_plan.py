@@ -20,10 +20,9 @@ from typing import Any
 
 import duckdb
 
+from traceql.analyzers.machine import cores
 from traceql.model.engine import connect
-from traceql.parallel import cores
-from traceql.sources import by_run
-from traceql.sources.inputs import InputFile
+from traceql.sources.files import InputFile, by_run
 from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, empty_kernels, fail
 from traceql.sources.ranks import RankAssignment, assign_ranks
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
-from traceql import sources
-from traceql.sources import inputs
+from traceql.sources import inputs, registry
+from traceql.sources.files import InputFile
 
 WITH_FIRST = "with the first run"  # the run key of files that hold no timeline
 
@@ -80,20 +80,20 @@ def input_notes(paths: str | Path | Sequence[str | Path] | None) -> list[str]:
     return notes
 
 
-def _run_keys(files: list[inputs.InputFile]) -> dict[Path, Hashable]:
+def _run_keys(files: list[InputFile]) -> dict[Path, Hashable]:
     """Each file's run, as a key the files of one run share: files without a timeline go with the first run,
     a run folder's files are its run, loose files are grouped by their reader (``loose_runs``) or alone."""
     keys: dict[Path, Hashable] = {}
     loose: dict[str, list[Path]] = {}
     for f in files:
-        if not getattr(sources.reader(f.fmt), "TIMELINE", True):
+        if not getattr(registry.reader(f.fmt), "TIMELINE", True):
             keys[f.path] = WITH_FIRST
         elif f.run is not None:
             keys[f.path] = ("folder", f.run)
         else:
             loose.setdefault(f.fmt, []).append(f.path)
     for fmt, mine in loose.items():
-        reader = sources.reader(fmt)
+        reader = registry.reader(fmt)
         runs = reader.loose_runs(mine) if hasattr(reader, "loose_runs") else []
         keys.update({p: ("loose", fmt, i) for i, run in enumerate(runs) for p in run})
         keys.update({p: ("alone", p) for p in mine if p not in keys})

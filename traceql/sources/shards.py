@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceql import sources
-from traceql.sources import inputs
-from traceql.sources.inputs import InputFile
+from traceql.sources import inputs, registry
+from traceql.sources.files import InputFile
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = T
     if len(formats) != 1:
         return None
     fmt = formats.pop()
-    reader = sources.reader(fmt)
+    reader = registry.reader(fmt)
     if not hasattr(reader, "plan"):
         return None
     planned = reader.plan(files, windows=windows, pool=pool)
@@ -74,7 +73,7 @@ def shards(paths: str | Path | Sequence[str | Path] | None, *, windows: bool = T
 
 def load(model: Any, shard: Shard) -> list[str]:
     """Put one shard into ``model`` through its reader (``sources.load`` for a whole run); its notes."""
-    reader = sources.reader(shard.fmt)
+    reader = registry.reader(shard.fmt)
     if shard.part is None:
         return reader.load(model, list(shard.files), shard.plan) or []
     return reader.load(model, list(shard.files), shard.plan, shard.part) or []

@@ -18,21 +18,17 @@ from typing import Any
 
 import polars as pl
 
-from traceql.validation.matrix import Configuration, Matrix, MatrixRun
+from traceql.validation.matrix import Configuration, Matrix, MatrixRun, Predicted
 
 
 @dataclass(frozen=True)
-class CapPrediction:
+class CapPrediction(Predicted):
     """One stock run's step at another cap, predicted and measured (ns, medians over steps)."""
 
     replayed_ns: float  # the run's own step, replayed
     predicted_ns: float
     measured_ns: float  # the other cap's stock run
     own_ns: float  # the run's own step, measured
-
-    @property
-    def error(self) -> float:
-        return (self.predicted_ns - self.measured_ns) / self.measured_ns
 
     @property
     def change_predicted_ns(self) -> float:
@@ -50,8 +46,8 @@ def gradients_file(matrix: Matrix, run: MatrixRun) -> Path:
 
 
 def _ops(run: MatrixRun) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    from traceql.analyzers.replay.activities import activities, on_clock
     from traceql.labelling.inputs import read_timeline
-    from traceql.labelling.replayed import activities, on_clock
 
     timeline = read_timeline(run.path())
     return on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks)), timeline.waits

@@ -34,6 +34,18 @@ ROLES = ("stock", "serial", "cpu-straggler", "gpu-delay")
 STEPS_FILE = "steps.json"  # a light run's measured steps (``bench/groundtruth/lighten.py``)
 
 
+class Predicted:
+    """A what-if's answer against the real run of its counterfactual (ns): its relative error."""
+
+    predicted_ns: float
+    measured_ns: float
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured."""
+        return (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+
 def default_root() -> Path:
     """``datasets/groundtruth`` of the installed package or of the source checkout."""
     package = Path(__file__).resolve().parents[1]

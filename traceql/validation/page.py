@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
+
 
 def _spread(rows: list[dict[str, Any]], key: str, worst: Callable[[list[float]], float], fmt: str,
             name: str = "run") -> tuple[str, str, str]:
@@ -110,15 +112,16 @@ def _settings(res: dict[str, Any]) -> list[str]:
 
     d = SlowdownDetector()
     ship = (d.band, d.contamination, d.margin)
-    rows = [(f"{s['band']}", f"{s['contamination']}" if s["band"] < 1.2 else "-", f"{s['margin']:g}", f"{s['f1']:.3f}",
+    rows = [(f"{s['band']}", f"{s['contamination']}" if s["band"] < PAIRED_FACTOR else "-", f"{s['margin']:g}",
+             f"{s['f1']:.3f}",
              "yes" if (s["band"], s["contamination"], s["margin"]) == ship
              or (s["band"] == ship[0] == d.threshold and s["margin"] == ship[2]) else "")
             for s in sorted(res["settings"], key=lambda s: -s["f1"])]
     return ["## The detector's settings", "",
             "Mean F1 over every stock run at each setting (each model's estimates corrected by the factors learned "
-            "without it). band: from this ratio up to the threshold the forest decides (at the threshold, 1.2, it "
-            "decides nothing and contamination does not matter); margin: a case's ratio must pass the threshold "
-            "by this share. shipped: `detect`'s default.", "",
+            "without it). band: from this ratio up to the threshold the forest decides (at the threshold, "
+            f"{PAIRED_FACTOR}, it decides nothing and contamination does not matter); margin: a case's ratio must "
+            "pass the threshold by this share. shipped: `detect`'s default.", "",
             *_table(("band", "contamination", "margin", "mean F1", "shipped"), rows, right=0), ""]
 
 

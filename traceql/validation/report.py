@@ -16,13 +16,15 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers.baselines.learned import learn
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.analyzers.replay.alone import fit
 from traceql.validation import caps, scoring, whatifs
 from traceql.validation.matrix import Matrix
 
-BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, 1.2), (0.05, 0.1), (0.0, 0.01)
-# band, contamination, margin; at band = threshold (1.2) the forest decides nothing: one contamination will do
-SETTINGS = [s for s in itertools.product(BANDS, CONTAMINATIONS, MARGINS) if s[0] < 1.2 or s[1] == CONTAMINATIONS[-1]]
+BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, PAIRED_FACTOR), (0.05, 0.1), (0.0, 0.01)
+# band, contamination, margin; at band = threshold the forest decides nothing: one contamination will do
+SETTINGS = [s for s in itertools.product(BANDS, CONTAMINATIONS, MARGINS)
+            if s[0] < PAIRED_FACTOR or s[1] == CONTAMINATIONS[-1]]
 
 
 def family(model: str) -> str:

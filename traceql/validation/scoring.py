@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from traceql.analyzers.baselines.kinds import TWIN
+from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.validation.matrix import MatrixRun
 
 KEY = ["rank", "stream", "start_ns"]
@@ -76,7 +77,7 @@ def prf(pred: pl.Series, truth: pl.Series) -> tuple[float, float, float, int]:
     return p, r, (2 * p * r / (p + r) if p + r else 0.0), tp
 
 
-def score(labels: pl.DataFrame, truth: pl.DataFrame, threshold: float = 1.2) -> Score:
+def score(labels: pl.DataFrame, truth: pl.DataFrame, threshold: float = PAIRED_FACTOR) -> Score:
     """``labels`` (`detect`'s kernels: ``is_slowdown``, ``baseline_ns``) against ``truth`` (twin labels)."""
     t = truth.with_columns(judged(truth).alias("_judged")).filter(pl.col("_judged"))
     on = t.select(*KEY, pl.col("is_slowdown").alias("_gt"), pl.col("slowdown_ratio").alias("_ratio"),
@@ -109,7 +110,7 @@ def estimate_rows(run: MatrixRun, truth: pl.DataFrame, model: str) -> pl.DataFra
     from traceql.analyzers.baselines.learned import empty
     from traceql.model.names import identity
 
-    labels = detector_labels(run, 1.2, 0.1, factors=empty())
+    labels = detector_labels(run, PAIRED_FACTOR, 0.1, factors=empty())
     t = truth.filter(judged(truth)).select(*KEY, pl.col("baseline_ns").alias("twin_ns"))
     rows = t.join(labels.select(*KEY, pl.col("name").cast(pl.String), "reference_kind",
                                 pl.col("baseline_ns").alias("estimate_ns")), on=KEY, how="inner")

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone
-from traceql.validation.matrix import MatrixRun, Pooled
+from traceql.validation.matrix import MatrixRun, Pooled, Predicted
 
 SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
 BACK_TO_BACK_NS = 3_000  # one all-reduce starting this soon after the one before it ended: back to back
@@ -40,18 +40,13 @@ def median(values: list[float]) -> float:
 
 
 @dataclass(frozen=True)
-class Serialized:
+class Serialized(Predicted):
     """One configuration's serialized what-if against its serialized runs (ns, medians over steps and runs)."""
 
     stock_ns: float
     predicted_ns: float
     measured_ns: float  # less the hook's gaps (:func:`hook_gaps`)
     hook_ns: float = 0.0  # the gaps taken out
-
-    @property
-    def error(self) -> float:
-        """Relative error of the predicted serialized step."""
-        return (self.predicted_ns - self.measured_ns) / self.measured_ns
 
     @property
     def saving_predicted_ns(self) -> float:
@@ -65,22 +60,23 @@ class Serialized:
 def serialized_steps(run: MatrixRun, comm: CommAlone | None = None) -> pl.DataFrame:
     """``whatif``'s steps of the run with only the serialized what-if, the collectives alone as ``comm`` says,
     the first captured step left out."""
-    from traceql.labelling.replayed import activities, replay_of, with_cases
+    from traceql.analyzers.replay.activities import activities, with_labels
     from traceql.labelling.request import request
+    from traceql.verdicts.replayed import replay_of
 
     req = request(run.path())
     timeline, labelled = req.label(req.runs()[0], req.read_baseline())
-    ops = with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
+    ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
     done = replay_of(ops, timeline.waits, ways=("serialized_ns",), comm=comm)
     return done.steps.filter(~pl.col("first")).sort("step")
 
 
 def comm_tails(run: MatrixRun) -> pl.DataFrame:
     """Every collective member's tail and its overlap with computation (``analyzers.replay.alone.tails``)."""
+    from traceql.analyzers.replay.activities import activities, on_clock
     from traceql.analyzers.replay.alone import tails
     from traceql.analyzers.replay.graph import build
     from traceql.labelling.inputs import read_timeline
-    from traceql.labelling.replayed import activities, on_clock
 
     timeline = read_timeline(run.path())
     return tails(build(on_clock(activities(timeline.kernels, timeline.memops, timeline.ranks)), timeline.waits))
@@ -109,8 +105,8 @@ def measured_steps(run: MatrixRun) -> pl.DataFrame:
     it (``measured_ns``, as ``whatif`` does) and, for a serialized run, its hook's gaps (:func:`hook_gaps`; 0
     for the others). A light repeat's are those its traces gave when it was collected (``steps.json``)."""
     from traceql.analyzers import replay
+    from traceql.analyzers.replay.activities import activities, on_clock
     from traceql.labelling.inputs import read_timeline
-    from traceql.labelling.replayed import activities, on_clock
 
     if run.light:
         return pl.DataFrame(run.shipped_steps(), schema=MEASURED).sort("step")
@@ -217,8 +213,8 @@ def shortened_delay(run: MatrixRun) -> Injected:
     replay's "without contention" way, the spin kernels as the cases and their length less the delay as their
     baseline), in the injected steps, against the run's other steps."""
     from traceql.analyzers import replay
+    from traceql.analyzers.replay.activities import KEY, activities, on_clock
     from traceql.labelling.inputs import read_timeline
-    from traceql.labelling.replayed import KEY, activities, on_clock
 
     inj = run.injected() or {}
     timeline = read_timeline(run.path())

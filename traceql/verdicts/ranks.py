@@ -12,13 +12,13 @@ import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
-from traceql.analyzers.steps import STEP_KEY, step_breakdown
+from traceql.analyzers.step_breakdown import STEP_KEY, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
-from traceql.labelling.causes import clock_note, straggler_cases, unnamed
 from traceql.labelling.inputs import Baseline, Timeline
-from traceql.labelling.replayed import replayed
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
+from traceql.verdicts.pricing import clock_note, straggler_cases, unnamed
+from traceql.verdicts.replayed import replayed
 
 
 @dataclass

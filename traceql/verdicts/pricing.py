@@ -1,6 +1,7 @@
 """What a run's causes cost, from one replay of its labelled activities: the ranking every verdict leads with
 (``analyzers.causes``), the stragglers priced as `ranks` prices them, the slowdown cases that were a straggler's
-doing, and what the cases cost on the critical path (`detect`)."""
+doing, and what the cases cost on the critical path (`detect`: :func:`price_run` for a run read whole,
+:func:`price_stored` for one labelled a rank at a time)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
+from traceql.analyzers.replay.activities import KEY, activities, on_clock, with_labels
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
-from traceql.labelling.replayed import KEY, on_clock
+from traceql.labelling.inputs import Timeline
+from traceql.labelling.result import DetectResult
 from traceql.model import schema
 
 # the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
@@ -54,7 +57,7 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
 
 def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None, lost: pl.DataFrame,
                   mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None) -> Priced:
-    """``ops`` (``replayed.with_cases``, or stored a file a rank without their cases: ``replay.Stored``, then
+    """``ops`` (``activities.with_labels``, or stored a file a rank without their cases: ``replay.Stored``, then
     ``cases``: `detect`'s rows of its cases) replayed without each cause: the ranking, the stragglers' cases and
     the critical path of the cases (``lost``: `detect`'s steps). A long run is replayed a window of steps at a
     time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
@@ -104,7 +107,7 @@ def aligned(ops: pl.DataFrame, unaligned: tuple[str, ...]) -> pl.DataFrame:
 
 
 def _clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:
-    """`detect`'s ``rows`` of the slowdown cases as the replay marks them (``replayed.KEY``, ``step``, ``_case``,
+    """`detect`'s ``rows`` of the slowdown cases as the replay marks them (``activities.KEY``, ``step``, ``_case``,
     ``_base``), on their run's common clock (``offsets``: each activity's run, rank and clock offset)."""
     out = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "baseline_ns")
     out = on_clock(out.join(offsets.unique().collect(), on=["run_id", "rank"], how="left"))
@@ -145,3 +148,24 @@ def critical_of(done: pl.DataFrame, lost: pl.DataFrame) -> pl.DataFrame:
     return schema.conform(out.sort("run_id"), schema.CRITICAL)
 
 
+def price_run(result: DetectResult, timeline: Timeline) -> DetectResult:
+    """``result`` (`detect`'s labels of ``timeline``, a run read whole) with its causes, its stragglers' cases and
+    what its cases cost on the critical path, from a replay of its activities."""
+    ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), result.kernels)
+    return _with(result, priced_causes(ops, timeline.waits, result.steps))
+
+
+def price_stored(result: DetectResult, ops: replay.Stored, waits: pl.DataFrame | None,
+                 mapper: replay.Mapper) -> None:
+    """The same for a run labelled a rank at a time (``labelling.by_rank``'s ``then``): its activities stored a
+    file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place."""
+    rows = result.rows.lazy() if isinstance(result.rows, pl.DataFrame) else result.rows.scan()
+    cases = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "is_slowdown", "baseline_ns").collect()
+    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases))
+
+
+def _with(result: DetectResult, found: Priced) -> DetectResult:
+    """``result`` with its causes, its stragglers' cases and its critical path (``found``)."""
+    result.causes, result.held, result.critical = found.causes, found.held, found.critical
+    result.notes += found.notes
+    return result

@@ -4,17 +4,15 @@ without each cause; per run, a verdict a person can act on (`whatif`; `ranks` pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.causes import ranking, sentence
+from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
-
-Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
-KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
 
 @dataclass
@@ -44,39 +42,10 @@ class RunVerdict:
         return {**{k: v for k, v in self.__dict__.items() if k != "lines"}, "verdict": self.text}
 
 
-def activities(kernels: pl.DataFrame, memops: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
-    """Every GPU activity of a timeline (``replay.OP_COLUMNS``), with its rank's ``clock_offset_ns`` (the times
-    are as the trace has them: :func:`on_clock` puts them on the run's common clock)."""
-    kernels = kernels.filter(pl.col("kind").is_in(["compute", "comm"])).with_columns(
-        pl.col("collective").fill_null(pl.col("short_name").cast(pl.String)), pl.col("name").cast(pl.Categorical))
-    memops = memops.with_columns(pl.lit(None, pl.String).alias("collective"),
-                                 pl.col("kind").cast(pl.Categorical).alias("name"))
-    # each activity's name, carried through the replay (``_name``): what a straggler's extra work is told by
-    both = pl.concat([kernels.select(*replay.OP_COLUMNS, pl.col("name").alias("_name")),
-                      memops.select(*replay.OP_COLUMNS, pl.col("name").alias("_name"))], how="vertical_relaxed")
-    return both.join(ranks.select("run_id", "rank", "clock_offset_ns"), on=["run_id", "rank"], how="left")
-
-
-def with_cases(ops: pl.DataFrame | pl.LazyFrame, rows: pl.DataFrame) -> pl.DataFrame | pl.LazyFrame:
-    """``ops`` (:func:`activities`; lazy, they stay lazy) with whether each is a slowdown case (``_case``) and its
-    baseline (``_base``), from `detect`'s rows (those of the cases suffice)."""
-    return replay.with_cases(ops, rows.filter(pl.col("is_slowdown")).select(*KEY, pl.lit(True).alias("_case"),
-                                                                            pl.col("baseline_ns").alias("_base")))
-
-
-def on_clock(ops: Frame) -> Frame:
-    """``ops`` (activities, or `detect`'s rows of them) on their run's common clock: each rank's
-    ``clock_offset_ns`` added to the times they have (start, end, launch)."""
-    shift = pl.col("clock_offset_ns").fill_null(0)
-    names = ops.collect_schema().names() if isinstance(ops, pl.LazyFrame) else ops.columns
-    times = [c for c in ("start_ns", "end_ns", "launch_ns") if c in names]
-    return ops.with_columns(pl.col(c) + shift for c in times).drop("clock_offset_ns")
-
-
 def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
               ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True,
               comm: replay.CommAlone | None = None) -> replay.WhatIf:
-    """``ops`` (:func:`with_cases`) replayed as they were and without each cause of ``ways`` (``comm``: the
+    """``ops`` (``activities.with_labels``) replayed as they were and without each cause of ``ways`` (``comm``: the
     collectives' speed alone when serialized, default the fitted one), a window of steps at a time where the
     run is long (``replay.windowed``)."""
     named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
@@ -86,7 +55,7 @@ def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.Data
 
 def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:
     """The run replayed as it was and without each cause (``stragglers``: ``run_id``, ``step``, ``rank``)."""
-    ops = with_cases(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
+    ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
     return replay_of(ops, timeline.waits, stragglers)
 
 

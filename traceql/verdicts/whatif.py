@@ -10,12 +10,13 @@ from typing import Any
 import polars as pl
 
 from traceql.analyzers import replay
+from traceql.analyzers.replay.activities import activities, on_clock
 from traceql.analyzers.replay.graph import DISORDER_NS
-from traceql.labelling.gradients import Rebucketing, rebucketing
-from traceql.labelling.measured import errors, sentence
-from traceql.labelling.replayed import RunVerdict, activities, on_clock, replayed, verdict
 from traceql.labelling.request import Request
-from traceql.labelling.steps import run_steps
+from traceql.verdicts.measured import errors, sentence
+from traceql.verdicts.ranks import run_steps
+from traceql.verdicts.rebucketing import Rebucketing, rebucketing
+from traceql.verdicts.replayed import RunVerdict, replayed, verdict
 
 __all__ = ["RunVerdict", "WhatIfResult", "what_if"]
 
@@ -38,7 +39,7 @@ class WhatIfResult:
 
 def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | None = None) -> WhatIfResult:
     """Every run of ``req`` replayed, each on its own (its labels as `detect` makes them); with ``bucket_cap``
-    (MB), each step also with its gradients in DDP buckets of that cap (``traceql.labelling.gradients``: the
+    (MB), each step also with its gradients in DDP buckets of that cap (``verdicts.rebucketing``: the
     model's gradient sizes from the run folder or ``gradients``)."""
     baseline = req.read_baseline()
     frames, runs, notes, collectives, idles = [], [], req.notes(), set(), []

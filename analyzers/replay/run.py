@@ -1,0 +1,127 @@
+"""What-if: a replay of a run from its trace, and what each step would have taken without each cause.
+
+:func:`steps` replays the run's graph (``graph``: what each GPU activity and CPU launch waited for) with the
+trace's own durations, then with each what-if (``scenarios``), and gives one row per step of each run: its
+time as measured (the first GPU start of the step on any rank to its last GPU end on any rank, on the run's
+common clock) and as replayed, without the slowdown cases, without its straggler, and with communication
+serialized after computation, without communication's own time and without the GPUs' idle (``removed``).
+Each what-if is replayed a step at a time, what came before the step as it was:
+a step's figure is what that step alone would have taken (a step without a case or a straggler is its replay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from traceql.analyzers.replay import removed, scenarios
+from traceql.analyzers.replay.alone import CommAlone
+from traceql.analyzers.replay.engine import Graph, Replayed, replay
+from traceql.analyzers.replay.graph import RunGraph, build
+from traceql.analyzers.replay.without_straggler import without_stragglers
+
+STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
+         "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
+         "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64,
+         "without_communication_ns": pl.Int64, "without_idle_ns": pl.Int64}
+# what-ifs whose step is measured from the step's replayed start: they only take time out, and a step's first
+# activity may start sooner without idle (a later launch's) while its end is held (a straggler's step)
+ENDS_ONLY = ("without_communication_ns", "without_idle_ns")
+WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
+        "without_contention_ns": "without contention", "serialized_ns": "serialized",
+        "without_communication_ns": "without communication", "without_idle_ns": "without idle"}
+
+
+@dataclass
+class WhatIf:
+    """Per step (:data:`STEPS`), and how the graph was made: edges recorded in the trace, inferred, activities
+    nothing explained, nodes a cycle had to release, activities that began well before their stream's previous
+    one ended (a trace whose stream order is impossible)."""
+
+    steps: pl.DataFrame
+    recorded: int
+    inferred: int
+    unexplained: int
+    forced: int
+    activities: int
+    disordered: int = 0
+
+
+def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
+          baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None,
+          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True, comm: CommAlone | None = None) -> WhatIf:
+    """One row per normal step of each run of ``ops`` (activities: ``graph.OP_COLUMNS``, on each run's common
+    clock; ``cases``/``baseline``, aligned with ``ops``: whether each is a slowdown case and its baseline in
+    ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
+    replay (of :data:`WAYS`; the others' columns are null). Without ``replay_trace``, the steps as replayed
+    are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it).
+    ``comm``: the collectives' speed alone in the serialized what-if (default: fitted on the ground-truth
+    matrix, ``alone``)."""
+    if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
+        return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
+    ops = ops.with_columns(
+        (cases if cases is not None else pl.Series([False] * ops.height)).alias("_case"),
+        (baseline if baseline is not None else pl.Series([None] * ops.height, dtype=pl.Float64)).alias("_base"))
+    rg = build(ops, waits)
+    is_case = rg.ops["_case"].fill_null(False).to_numpy()
+    base = rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    named = stragglers if stragglers is not None else pl.DataFrame(schema={"run_id": pl.String, "step": pl.Int32,
+                                                                           "rank": pl.Int32})
+    part = _parts(rg)
+    # each what-if, and the steps it changes (the others are as replayed)
+    make: dict[str, Callable[[], tuple[Graph, np.ndarray | None]]] = {
+        "without_straggler_ns": lambda: (without_stragglers(rg, named), _steps_of(rg, part, named)),
+        "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
+                                          np.unique(part[:rg.n_ops][is_case])),
+        "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
+        "without_communication_ns": lambda: (removed.without_communication(rg), None),
+        "without_idle_ns": lambda: (removed.without_idle(rg, named), None),
+    }
+    whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
+    done = {"replayed_ns": whole}
+    for name in ways:
+        if name in make:
+            graph, changed = make[name]()
+            done[name] = replay(graph, part, whole, only=changed)
+    frame = _spans(rg, done, is_case).with_columns(pl.lit(None, pl.Int64).alias(k) for k in WAYS if k not in done)
+    frame = frame.with_columns(pl.lit(None, pl.Int64).alias("bucket_cap_ns"))
+    frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
+                       on=["run_id", "step"], how="left")
+    return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
+                  rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
+                  rg.disordered)
+
+
+def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:
+    """The parts (:func:`_parts`) of the steps ``named``: where they had a straggler."""
+    held = named.select("run_id", pl.col("step").cast(pl.Int32)).to_struct().implode()
+    keys = rg.ops.select((pl.struct("run_id", "step").is_in(held) & (pl.col("step_kind") == "sync"))
+                         .fill_null(False)).to_series().to_numpy()
+    return np.unique(part[:rg.n_ops][keys])
+
+
+def _parts(rg: RunGraph) -> np.ndarray:
+    """Per node, its normal step (a number a run's step), -1 for none: a what-if is replayed a step at a time,
+    the rest of the run as it was, so that each step's figure is that step's alone."""
+    step = rg.ops.select(pl.when(pl.col("step_kind") == "sync").then(pl.struct("run_id", "step").rank("dense"))
+                         .fill_null(0).cast(pl.Int64) - 1).to_series().to_numpy()
+    return np.r_[step, step[rg.launch_op]]
+
+
+def _spans(rg: RunGraph, done: dict[str, Replayed], is_case: np.ndarray) -> pl.DataFrame:
+    n = rg.n_ops
+    cols = {"start_ns": rg.ops["start_ns"], "end_ns": rg.ops["end_ns"],
+            **{f"s_{k}": r.start[:n] for k, r in done.items()}, **{f"e_{k}": r.end[:n] for k, r in done.items()}}
+    frame = rg.ops.select("run_id", "rank", "step", "step_kind").with_columns(**cols, case=is_case)
+    sync = frame.filter(pl.col("step_kind") == "sync")
+    first = frame.filter(pl.col("step").is_not_null()).group_by("run_id").agg(pl.col("step").min().alias("_first"))
+    return (sync.group_by("run_id", "step")
+            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"),
+                 *((pl.col(f"e_{k}").max() - pl.col(f"s_{k}" if k not in ENDS_ONLY else "s_replayed_ns").min())
+                   .alias(k) for k in done),
+                 pl.col("case").sum().alias("cases"))
+            .join(first, on="run_id", how="left")
+            .with_columns((pl.col("step") == pl.col("_first")).alias("first")))
