@@ -54,6 +54,12 @@ def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, 
         return np.concatenate(list(pool.map(score, np.array_split(rows, blocks))))
 
 
+def candidates(X: np.ndarray) -> np.ndarray:
+    """Which rows of the detector's columns (:data:`COLUMNS`) it judges: overlapped kernels that have a
+    reference (what it is fitted on, and what it scores)."""
+    return (np.nan_to_num(X[:, FRAC]) > 0.0) & (X[:, NO_REF] < 0.5) & ~np.isnan(X[:, RATIO])
+
+
 class SlowdownDetector(OutlierMixin, BaseEstimator):
     """Single-trace slowdown labels; input columns are ``traceql.analyzers.detection.features.COLUMNS`` in order
     (NaN where a value is missing: ``log_ratio`` NaN means no estimate)."""
@@ -92,8 +98,7 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         return X
 
     def _candidates(self, X: np.ndarray) -> np.ndarray:
-        """Overlapped kernels that have a reference."""
-        return (np.nan_to_num(X[:, FRAC]) > 0.0) & (X[:, NO_REF] < 0.5) & ~np.isnan(X[:, RATIO])
+        return candidates(X)
 
     def fit(self, X: Any, y: Any = None) -> SlowdownDetector:
         if self.threshold <= 1.0:

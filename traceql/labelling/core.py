@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from traceql.analyzers.baselines import kinds
@@ -39,13 +38,6 @@ def detector_for(threshold: float, given: SlowdownDetector | None = None) -> Slo
     from traceql.analyzers.detection.detector import SlowdownDetector  # scikit-learn: loaded ahead, in a thread
 
     return SlowdownDetector.at(threshold)
-
-
-def candidates(x: np.ndarray) -> np.ndarray:
-    """Which rows of the detector's columns it judges (the one definition: ``SlowdownDetector._candidates``)."""
-    from traceql.analyzers.detection.detector import SlowdownDetector
-
-    return SlowdownDetector()._candidates(x)  # noqa: SLF001 - the one definition of the rows it judges
 
 
 def no_kernels(ranks: pl.DataFrame, has_metrics: bool, path: str) -> DetectResult:

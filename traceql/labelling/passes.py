@@ -37,7 +37,7 @@ from traceql.analyzers.partial import comm_devices
 from traceql.analyzers.replay.activities import activities
 from traceql.analyzers.replay.windows import Stored
 from traceql.analyzers.reports import step_cases, step_spans
-from traceql.labelling.core import candidates, decide, feature_inputs, isolated, scored
+from traceql.labelling.core import decide, feature_inputs, isolated, scored
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.modes import LabelSource
 from traceql.labelling.result import kind_counts
@@ -219,7 +219,7 @@ def features(item: tuple[int, Shard], run: Run) -> int:
     table = _features(i, run)
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
     table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
-    judged = ordered_rows(i, run, table).filter(pl.Series(candidates(table.select(COLUMNS).to_numpy())))
+    judged = ordered_rows(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
     judged.write_ipc(run.settings.path(i, "judged.arrow"))
     return judged.height
 
@@ -263,6 +263,12 @@ def sampled_rows(paths: list[Path], counts: list[int], rows: np.ndarray, windowe
         if mine.height:
             parts.append(pl.read_ipc(p, columns=COLUMNS)[mine["_local"]].with_columns(mine["_place"]))
     return pl.concat(parts).sort("_place").select(COLUMNS).to_numpy()
+
+
+def _candidates(x: np.ndarray) -> np.ndarray:
+    from traceql.analyzers.detection.detector import candidates  # scikit-learn: loaded by the workers ahead (WARM)
+
+    return candidates(x)
 
 
 def _reference(run: Run, kernels: pl.DataFrame) -> pl.DataFrame | None:

@@ -7,18 +7,24 @@ tables is generated from it (:func:`ddl`), and result frames are conformed to it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
-STR, I32, I64, F64, BOOL = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype, as a class or an instance
 
-_KERNEL_SHAPE = {"grid_x": I32, "grid_y": I32, "grid_z": I32, "block_x": I32, "block_y": I32, "block_z": I32}
+STR, I32, I64, F64, BOOL = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean
+Schema = dict[str, "PolarsDataType"]  # a frame's columns and their dtypes, in order
+
+_KERNEL_SHAPE: Schema = {"grid_x": I32, "grid_y": I32, "grid_z": I32, "block_x": I32, "block_y": I32, "block_z": I32}
 # the step whose CPU range holds the launching API call (``traceql.model.step_attribution``), filled after loading
-_STEP = {"step": I32, "step_kind": STR}
+_STEP: Schema = {"step": I32, "step_kind": STR}
 DERIVED = set(_STEP)
-_ACTIVITY = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64,
+_ACTIVITY: Schema = {"run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64,
              "duration_ns": I64}
 
-RELATIONS: dict[str, dict[str, pl.DataType]] = {
+RELATIONS: dict[str, Schema] = {
     "runs": {"run_id": STR, "source": STR, "path": STR, "tool_version": STR, "schema_version": STR,
              "ranks": pl.List(I32), "file_bytes": I64},
     # clock_offset_ns: added to the rank's times, they are on the run's common clock (per-rank nsys exports each
@@ -69,7 +75,7 @@ ORDER_BY: dict[str, str] = {
 }
 
 # `detect`: one row per compute kernel (the --out columns) ...
-CASES: dict[str, pl.DataType] = {
+CASES: Schema = {
     "run_id": STR, "rank": I32, "device": I32, "stream": I64, "start_ns": I64, "end_ns": I64, "duration_ns": I64,
     "name": STR, "short_name": STR, "signature": STR, "comm_overlap_ns": I64, "comm_overlap_frac": F64,
     "concurrent_comm": STR,
@@ -79,33 +85,33 @@ CASES: dict[str, pl.DataType] = {
 }
 # `dataset add`: every entry's rows in one schema, whatever labelled them (a glob of data/**/*.parquet reads
 # them as one table): the cases' columns (long names that repeat as Categorical), then the entry's provenance
-DATASET: dict[str, pl.DataType] = {
+DATASET: Schema = {
     **{c: pl.Categorical if c in ("name", "short_name", "signature", "twin_key") else t for c, t in CASES.items()},
     "entry_id": STR, "model": STR, "config": STR, "world_size": I32, "cap_size": F64, "batchsize": I32,
     "epochs": I32, "profiler": STR, "source": STR, "baseline": STR,
 }
 # ... one row per rank (after run_id, rank) ...
-RANK_SUMMARY: dict[str, pl.DataType] = {
+RANK_SUMMARY: Schema = {
     "span_ns": I64, "busy_ns": I64, "idle_ns": I64, "compute_ns": I64, "comm_ns": I64, "memory_ns": I64,
     "non_compute_ns": I64, "comm_compute_overlap_ns": I64, "comm_comp_overlap_pct": F64,
     "compute_kernels": I64, "cases": I64, "time_lost_ns": I64, "step_time_ns": I64, "time_lost_pct": F64,
 }
 # ... one row per normal step of each rank ...
-STEP_COST: dict[str, pl.DataType] = {"run_id": STR, "rank": I32, "step": I32, "gpu_ns": I64, "cases": I64,
+STEP_COST: Schema = {"run_id": STR, "rank": I32, "step": I32, "gpu_ns": I64, "cases": I64,
                                       "time_lost_ns": I64}
 # ... what the cases cost on the critical path of each run's normal steps (the first captured one left out):
 # the steps' replayed time less their time without the cases, summed; the time the cases lost in those steps ...
-CRITICAL: dict[str, pl.DataType] = {"run_id": STR, "steps": I64, "critical_ns": I64, "lost_ns": I64}
+CRITICAL: Schema = {"run_id": STR, "steps": I64, "critical_ns": I64, "lost_ns": I64}
 # ... and the slowed signatures by time lost.
-TOP_SIGNATURES: dict[str, pl.DataType] = {
+TOP_SIGNATURES: Schema = {
     "run_id": STR, "signature": STR, "short_name": STR, "name": STR, "cases": I64, "instances": I64,
     "median_ratio": F64, "time_lost_ns": I64, "concurrent_comm": STR,
 }
 
-_DUCKDB = {STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN"}
+_DUCKDB: dict[PolarsDataType, str] = {STR: "VARCHAR", I32: "INTEGER", I64: "BIGINT", F64: "DOUBLE", BOOL: "BOOLEAN"}
 
 
-def _duckdb_type(dtype: pl.DataType) -> str:
+def _duckdb_type(dtype: PolarsDataType) -> str:
     if isinstance(dtype, pl.List):
         return _duckdb_type(dtype.inner) + "[]"
     return _DUCKDB[dtype]
@@ -132,17 +138,17 @@ def source_columns(name: str) -> list[str]:
     return [c for c in RELATIONS[name] if c not in DERIVED]
 
 
-def held(name: str) -> dict[str, pl.DataType]:
+def held(name: str) -> Schema:
     """The dtypes of an activity relation as its frame holds them: ``CATEGORICAL`` columns as Categorical."""
     return {c: pl.Categorical if c in CATEGORICAL.get(name, ()) else t for c, t in RELATIONS[name].items()}
 
 
-def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty(schema: Schema) -> pl.DataFrame:
     """A frame with no rows and the given schema."""
     return pl.DataFrame(schema=schema)
 
 
-def conform(df: pl.DataFrame, schema: dict[str, pl.DataType], *, extra: bool = False) -> pl.DataFrame:
+def conform(df: pl.DataFrame, schema: Schema, *, extra: bool = False) -> pl.DataFrame:
     """``df``'s columns of ``schema``, in its order and types; with ``extra``, its other columns follow."""
     head = [pl.col(c).cast(t) for c, t in schema.items()]
     rest = [c for c in df.columns if c not in schema] if extra else []

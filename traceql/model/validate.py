@@ -13,6 +13,7 @@ import polars as pl
 
 from traceql.errors import SchemaError
 from traceql.model import schema
+from traceql.model.schema import Schema
 
 CHECKS = [("no start or end time", pl.col("start_ns").is_null() | pl.col("end_ns").is_null()),
           ("a duration out of range", pl.col("duration_ns").is_null()),
@@ -29,10 +30,10 @@ def where(con: duckdb.DuckDBPyConnection, run_id: str | None) -> str:
 
 
 def narrowed(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame,
-             types: dict[str, pl.DataType]) -> tuple[pl.DataFrame, list[str]]:
+             types: Schema) -> tuple[pl.DataFrame, list[str]]:
     """One source's rows of an activity relation in the model's column types: a value out of its column's range
     (a device id or a grid size past 32 bits) is kept as NULL, with one warning per column naming the file."""
-    cast = rows.cast(types, strict=False)  # type: ignore[arg-type]
+    cast = rows.cast(types, strict=False)
     notes = []
     for c in types:
         if cast[c].null_count() > rows[c].null_count():
