@@ -26,7 +26,7 @@ from traceql.analyzers.units import MIB
 if TYPE_CHECKING:  # polars only where a trace is read: `solve` prices a profile without it
     import polars as pl
 
-Ranks = TypeVar("Ranks", int, float, "pl.Expr")
+Ranks = TypeVar("Ranks", float, "pl.Expr")  # an int counts as a float: 2(n-1)/n is one
 Size = TypeVar("Size", float, np.ndarray)
 
 

@@ -20,13 +20,14 @@ straggler's.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, cast
 
 import polars as pl
 
-CAUSES = {"run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
-          "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64}
+CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
+    "run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
+    "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64}
 # each cause, the what-if that takes it out (``replay.STEPS``)
 WITHOUT = {"contention": "without_contention_ns", "exposed communication": "without_communication_ns",
            "idle": "without_idle_ns"}
@@ -41,7 +42,7 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = ()) -> pl.DataFrame:
     judged = steps.filter(~pl.col("first") & pl.col("replayed_ns").is_not_null())
     rows: list[dict[str, Any]] = []
     for (run_id,), part in judged.group_by("run_id", maintain_order=True):
-        n, mean = part.height, float(part["replayed_ns"].mean())  # type: ignore[arg-type]
+        n, mean = part.height, float(cast(float, part["replayed_ns"].mean()))
         held = part.filter(pl.col("straggler_rank").is_not_null())
         for (rank,), mine in held.group_by("straggler_rank", maintain_order=True):
             cost = (mine["replayed_ns"] - mine["without_straggler_ns"]).clip(0)
@@ -62,7 +63,7 @@ def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.S
     per_step = float(cost.sum()) / n
     return {"run_id": run_id, "cause": cause, "rank": rank, "cost_ns": round(per_step),
             "share": round(100 * per_step / mean, 2) if mean else None, "steps": steps.filter(hit).to_list(),
-            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0}  # type: ignore[arg-type]
+            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0}
 
 
 def label(row: dict[str, Any]) -> str:
@@ -122,4 +123,4 @@ def held_cases(cases: pl.DataFrame, arrivals: pl.DataFrame, named: pl.DataFrame)
 
 def schema_of(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` as :data:`HELD` has it, sorted."""
-    return frame.select(list(HELD)).cast(HELD).sort("run_id", "straggler")  # type: ignore[arg-type]
+    return frame.select(list(HELD)).cast(cast("Mapping[Any, type[pl.DataType]]", HELD)).sort("run_id", "straggler")

@@ -24,6 +24,7 @@ model's gradients), in the order DDP reduces them, where the step has exactly as
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any, cast
 
 import polars as pl
 
@@ -64,9 +65,10 @@ def sized(comm: pl.DataFrame, by_kernel: pl.DataFrame, by_call: pl.DataFrame,
     """``comm`` (communication kernels of the model: ``run_id, rank, correlation_id, launch_ns, step,
     step_kind, collective`` …) with :data:`SIZE`'s columns: from the kernel's own record, else the innermost
     call that holds its launch, else the run's DDP buckets (``buckets``: bytes per run, in reduce order)."""
-    out = comm.join(by_kernel.cast(BY_KERNEL).unique(["run_id", "rank", "correlation_id"], keep="first"),  # type: ignore[arg-type]
+    out = comm.join(by_kernel.cast(cast("Mapping[Any, type[pl.DataType]]", BY_KERNEL))
+                    .unique(["run_id", "rank", "correlation_id"], keep="first"),
                     on=["run_id", "rank", "correlation_id"], how="left", maintain_order="left")
-    calls = by_call.cast(BY_CALL).sort("start_ns")  # type: ignore[arg-type]
+    calls = by_call.cast(cast("Mapping[Any, type[pl.DataType]]", BY_CALL)).sort("start_ns")
     if not calls.is_empty():
         order = pl.int_range(pl.len()).alias("_row")
         keyed = out.with_columns(order).filter(pl.col("launch_ns").is_not_null()).sort("launch_ns")
@@ -147,7 +149,7 @@ def collectives(comm: pl.DataFrame, ranks: pl.DataFrame, links: Mapping[str, Lin
         .join(link_rows, on="run_id", how="left")
         .with_columns((pl.col("busbw_gbps") / pl.col("link_peak_gbps")).alias("peak_share"))
         .rename({"index": "instance", "_present": "present"}))
-    return out.select(*COLLECTIVES).cast(COLLECTIVES).sort(*INSTANCE, "rank")  # type: ignore[arg-type]
+    return out.select(*COLLECTIVES).cast(cast("Mapping[Any, type[pl.DataType]]", COLLECTIVES)).sort(*INSTANCE, "rank")
 
 
 def instances(rows: pl.DataFrame) -> pl.DataFrame:

@@ -14,6 +14,8 @@ move a kernel's total; ``after_actual_ns`` keeps the durations as measured.
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 from traceql.analyzers.baselines.twins import canonical_steps, twin_baselines
@@ -47,14 +49,14 @@ def step_figures(times: pl.DataFrame) -> dict[str, float | int | None]:
     if values.is_empty():
         return {"mean_ns": None, "p90_ns": None, "steps": 0, "slowest_step": None, "slowest_ns": None}
     slowest = times.sort("step_ns", "step", descending=[True, False]).row(0, named=True)
-    return {"mean_ns": float(values.mean()), "p90_ns": float(values.quantile(0.9, "linear")),  # type: ignore[arg-type]
+    return {"mean_ns": float(values.mean()), "p90_ns": float(values.quantile(0.9, "linear")),
             "steps": values.len(), "slowest_step": slowest["step"], "slowest_ns": float(slowest["step_ns"])}
 
 
 def span_time(ranks: pl.DataFrame) -> float | None:
     """The median of the ranks' capture spans: a run's time where it has no steps. None when it has no ranks."""
-    value = ranks["span_ns"].drop_nulls().median()
-    return None if value is None else float(value)  # type: ignore[arg-type]
+    value = cast("float | None", ranks["span_ns"].drop_nulls().median())
+    return None if value is None else float(value)
 
 
 def change_pct(before: float | None, after: float | None) -> float | None:

@@ -13,6 +13,9 @@ activity the step launched (attributed by the CPU launch call, never by GPU time
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 import numpy as np
 import polars as pl
 
@@ -50,4 +53,4 @@ def step_breakdown(kernels: pl.DataFrame, memops: pl.DataFrame, steps: pl.DataFr
         memory_ns=grouped_lengths(part(pl.col("kind").is_in(["memcpy", "memset"])), n),
         idle_ns=gpu - grouped_lengths(part(pl.lit(True)), n),
         exposed_comm_ns=comm_ns - grouped_lengths(comm, n, other=compute))
-    return out.cast(BREAKDOWN)  # type: ignore[arg-type]
+    return out.cast(cast("Mapping[Any, type[pl.DataType]]", BREAKDOWN))

@@ -24,7 +24,8 @@ keeps those that cost their step at least ``MIN_COST_SHARE`` of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import polars as pl
 
@@ -69,7 +70,7 @@ def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame, *, keep: Sequence[str] 
                          (latest - second).over(group).alias("lead"))
            .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).fill_null(0).alias("held_ns"))
            .select(*ARRIVALS, *keep).sort(*group, "rank"))
-    return out.collect().cast(ARRIVALS)  # type: ignore[arg-type]
+    return out.collect().cast(cast("Mapping[Any, type[pl.DataType]]", ARRIVALS))
 
 
 def end_skew(arrivals_: pl.DataFrame) -> pl.DataFrame:

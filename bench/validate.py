@@ -4,7 +4,7 @@
 
 Prints the validation page; with ``--write`` also writes it to ``docs/validation.md``, the figures behind it
 to ``datasets/groundtruth/validation.json`` (a test keeps the page equal to what they render, and spot-checks
-the figures against the runs), the what-if's measured error to ``traceql/labelling/measured.json``, the
+the figures against the runs), the what-if's measured error to ``traceql/verdicts/measured.json``, the
 estimates' learned factors to ``analyzers/baselines/factors.json`` and each command page's "Measured on the
 ground-truth matrix" sentence.
 """
@@ -42,7 +42,7 @@ def main() -> int:
     if args.write:
         (ROOT / "docs" / "validation.md").write_text(page + "\n")
         (matrix.root / "validation.json").write_text(json.dumps(res, indent=1) + "\n")
-        (ROOT / "traceql" / "labelling" / "measured.json").write_text(json.dumps(summarise(res), indent=1) + "\n")
+        (ROOT / "traceql" / "verdicts" / "measured.json").write_text(json.dumps(summarise(res), indent=1) + "\n")
         note = f"{res['runs']} runs of the ground-truth matrix ({', '.join(g.upper() for g in res['gpus'])})"
         FACTORS.write_text(write(pl.DataFrame(res["factors"]["all"], schema=SCHEMA, orient="row"), note,
                                  [g.upper() for g in res["gpus"]]))

@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -32,15 +33,16 @@ from traceql.collectors.window import Window
 
 def load_module(path: Path, name: str = "define_model") -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    assert spec is not None and spec.loader is not None  # a .py path always has them
+    module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up here
     sys.path.insert(0, str(path.parent))
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    spec.loader.exec_module(module)
     return module
 
 
 @contextmanager
-def communication_off(model: Any):  # noqa: ANN201 - a context manager
+def communication_off(model: Any) -> Iterator[None]:
     """A DDP model's forward and backward with no communication: ``no_sync()`` (no gradient all-reduce) and
     no buffer broadcast in its forward; DDP's own flag is restored after, so the next step syncs as usual.
     Anything else runs as it is."""
@@ -151,7 +153,7 @@ def record_failure(result: dict[str, Any], exc: BaseException, input_dir: str | 
 
 
 @contextmanager
-def script_session(steps_per_epoch: int | None = None):  # noqa: ANN201 - a context manager
+def script_session(steps_per_epoch: int | None = None) -> Iterator[argparse.Namespace]:
     """For a train_script.py: the rank, device, process group, profiled window and result file of a run.
 
     The launcher's settings arrive as TRACEQL_DRIVER_ARGS (the driver's own command line)::

@@ -59,7 +59,8 @@ class Step:
         """A step on ``inputs``: (forward, backward, optimizer) in ms; ``saved`` gets the bytes the forward
         saved for the backward."""
         def keep(t: Any) -> Any:
-            saved.append(t.numel() * t.element_size())  # type: ignore[union-attr]
+            assert saved is not None  # keep is hooked only where saved is given
+            saved.append(t.numel() * t.element_size())
             return t
 
         hooks = self.torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t) if saved is not None else None

@@ -114,7 +114,7 @@ def wrap_command(opts: ProfilerOptions, binary: Path | None, base: Path, command
     return command
 
 
-def _import_page(binary: Path, rep: Path, page: str, dst: Path) -> None:
+def _import_page(binary: Path | None, rep: Path, page: str, dst: Path) -> None:
     """``ncu --import REP --csv --page PAGE`` into ``dst``, through a temp file."""
     with atomic_path(dst) as tmp:
         with tmp.open("w") as fh:

@@ -18,6 +18,7 @@ import gzip
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ class Window:
         self.start = max((steps_per_epoch - self.count) // 2, 0) if steps_per_epoch else 0
         self.epoch = args.epochs - 1
         self.profiled = args.profiler != "none" and rank in args.profile_ranks
-        self.prof = None
+        self.prof: Any = None  # torch.profiler's profile while it records
         self.files: list[str] = []
         self.times: list[dict[str, Any]] = []
         self.run_dir = Path(args.run)
@@ -112,7 +113,7 @@ class Window:
             self.prof = None
 
     @contextmanager
-    def _marked(self, name: str):  # noqa: ANN202 - a context manager
+    def _marked(self, name: str) -> Iterator[None]:
         """An NVTX range ``name`` on CUDA, and a record_function range under torch.profiler."""
         torch = self.torch
         if self.cuda:
@@ -125,7 +126,7 @@ class Window:
             torch.cuda.nvtx.range_pop()
 
     @contextmanager
-    def step(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
+    def step(self, epoch: int, index: int) -> Iterator[None]:
         first = epoch == self.epoch and index == self.start
         inside = epoch == self.epoch and self.start <= index < self.start + self.count
         if first:
@@ -151,7 +152,7 @@ class Window:
             time.sleep(self.sleeps[1])
 
     @contextmanager
-    def isolated(self, epoch: int, index: int):  # noqa: ANN201 - a context manager
+    def isolated(self, epoch: int, index: int) -> Iterator[None]:
         """The isolated step before step ``index``: the caller runs forward and backward inside it with
         communication off (DDP's ``no_sync()``) and drops the gradients."""
         t0 = time.perf_counter()
@@ -162,7 +163,7 @@ class Window:
 
 
 @contextmanager
-def _nothing():  # noqa: ANN202 - a context manager
+def _nothing() -> Iterator[None]:
     yield
 
 

@@ -14,10 +14,22 @@ analysis modules load on first use, so ``traceql collect`` runs where only torch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceql.errors import CollectFailed, InputError, OptionError, QueryError, SchemaError, TraceqlError
 from traceql.version import __version__
+
+if TYPE_CHECKING:  # what __getattr__ loads, as type checkers see it (nothing of it is imported at run time)
+    from traceql.analyzers.detection.detector import SlowdownDetector
+    from traceql.commands.detect import detect
+    from traceql.commands.diff import DiffResult, diff
+    from traceql.commands.info import trace_info
+    from traceql.commands.ranks import RanksResult, ranks
+    from traceql.commands.solve import solve
+    from traceql.commands.whatif import WhatIfResult, whatif
+    from traceql.dataset.store import Dataset
+    from traceql.labelling.result import DetectResult
+    from traceql.trace import Trace, read_trace
 
 __all__ = [
     "__version__",

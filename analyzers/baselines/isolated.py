@@ -3,6 +3,8 @@ check that it is the same model and shapes; the labels themselves compare twins,
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 from traceql.analyzers.step_breakdown import STEP_KEY
@@ -13,7 +15,7 @@ def match_rate(kernels: pl.DataFrame, baseline: pl.DataFrame) -> float:
     if kernels.is_empty():
         return 0.0
     have = kernels["signature"].is_in(baseline["signature"].implode())
-    return float(have.mean())
+    return float(cast(float, have.mean()))
 
 
 

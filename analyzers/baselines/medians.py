@@ -6,6 +6,8 @@ nanoseconds below 2**53, the same float to the bit).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import polars as pl
 
@@ -13,7 +15,7 @@ import polars as pl
 def _codes(column: pl.Series) -> tuple[np.ndarray, object]:
     """A group column as integers to sort by (nulls as one more value), and that value."""
     physical = column.to_physical()
-    null = int(physical.max() or 0) + 1 if physical.null_count() else None
+    null = int(cast("int | None", physical.max()) or 0) + 1 if physical.null_count() else None
     return physical.fill_null(null or 0).to_numpy(), null
 
 

@@ -83,8 +83,8 @@ def alignments(sequences: Sequences, replicas: pl.DataFrame, canonical: Canonica
             out.append(None)
             continue
         if part not in ids:  # the canonical keys as integers: aligning integers is the fast path
-            names = {k: i for i, k in enumerate(dict.fromkeys(canonical[part]))}  # type: ignore[index]
-            ids[part] = (names, tuple(names[k] for k in canonical[part]))  # type: ignore[index]
+            names = {k: i for i, k in enumerate(dict.fromkeys(canonical[part]))}
+            ids[part] = (names, tuple(names[k] for k in canonical[part]))
         names, target = ids[part]
         out.append(align(tuple(names.get(k, -1) for k in seq), target))  # a key the canonical lacks matches none
     return out

@@ -27,6 +27,7 @@ none               nothing: no steps, and no unoverlapped instance of the key   
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -93,7 +94,7 @@ def _hashes(column: pl.Series) -> np.ndarray:
     column = column.cast(pl.Categorical)
     distinct = column.unique().drop_nulls()
     codes = column.to_physical()
-    table = np.zeros(int(codes.max() or 0) + 2, np.uint64)  # the last slot: null
+    table = np.zeros(int(cast("int | None", codes.max()) or 0) + 2, np.uint64)  # the last slot: null
     table[distinct.to_physical().to_numpy()] = distinct.cast(pl.String).hash(seed=0).to_numpy()
     return table[codes.fill_null(len(table) - 1).to_numpy()]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator, OutlierMixin
@@ -55,14 +55,41 @@ def _by_row_blocks(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, 
 
 
 def candidates(X: np.ndarray) -> np.ndarray:
-    """Which rows of the detector's columns (:data:`COLUMNS`) it judges: overlapped kernels that have a
-    reference (what it is fitted on, and what it scores)."""
-    return (np.nan_to_num(X[:, FRAC]) > 0.0) & (X[:, NO_REF] < 0.5) & ~np.isnan(X[:, RATIO])
+    """Which rows of the detector's columns (:data:`COLUMNS`) it judges.
+
+    The judged rows are the overlapped kernels that have a reference: what the detector is fitted on, and what
+    it scores.
+
+    Args:
+        X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+
+    Returns:
+        a boolean array, a value a row: True where ``comm_overlap_frac`` > 0 (NaN counted as 0),
+        ``no_reference`` < 0.5 and ``log_ratio`` is not NaN.
+    """
+    return cast(np.ndarray, (np.nan_to_num(X[:, FRAC]) > 0.0) & (X[:, NO_REF] < 0.5) & ~np.isnan(X[:, RATIO]))
 
 
 class SlowdownDetector(OutlierMixin, BaseEstimator):
-    """Single-trace slowdown labels; input columns are ``traceql.analyzers.detection.features.COLUMNS`` in order
-    (NaN where a value is missing: ``log_ratio`` NaN means no estimate)."""
+    """Single-trace slowdown labels, a scikit-learn outlier detector.
+
+    Input columns are ``traceql.analyzers.detection.features.COLUMNS`` in order (NaN where a value is missing:
+    ``log_ratio`` NaN means no estimate). ``__init__`` only stores its parameters (scikit-learn's convention);
+    :meth:`fit` checks them. A judged kernel (:func:`candidates`) is a case when its ratio is above ``threshold``
+    × (1 + ``margin``), or, where its reference is not clean, above ``band`` and its timing scored below the
+    forest's cut-off; ``band`` = ``threshold`` (the default) leaves no band, and ``contamination`` 0 no cut-off.
+
+    Args:
+        threshold: ratio of a judged kernel's duration to its estimate above which it is a case; > 1.
+        band: ratio above which the forest decides where the reference is not clean; in (1, ``threshold``].
+        margin: a case's ratio must exceed ``threshold`` × (1 + ``margin``); in [0, 0.5).
+        contamination: share of the kernels fitted on that score below the forest's cut-off ``offset_``; in [0, 0.5).
+        n_estimators: number of trees in the IsolationForest.
+        max_samples: rows each tree is fitted on (IsolationForest's; ``"auto"``: 256, or all where fewer).
+        random_state: seed of the forest and of its fit sample (:meth:`fit_rows`); None: another each fit.
+        n_jobs: threads scoring at once (None: ``$OMP_NUM_THREADS``, else one a core); the scores are the same.
+        estimate_factors: learned factors the features' estimates use (``baselines.learned``; None: shipped).
+    """
 
     def __init__(
         self,
@@ -88,19 +115,40 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
 
     @classmethod
     def at(cls, threshold: float) -> SlowdownDetector:
-        """The default detector for ``threshold``: no band (a case's ratio is above ``threshold``)."""
+        """The default detector for ``threshold``: no band (a case's ratio is above ``threshold``).
+
+        Args:
+            threshold: the ratio of a kernel's duration to its estimate above which it is a case; also the band.
+
+        Returns:
+            a detector with ``threshold`` and ``band`` both ``threshold``, its other parameters the defaults.
+        """
         return cls(threshold=threshold, band=threshold)
 
     def _check(self, X: Any) -> np.ndarray:
         X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
         if X.shape[1] != len(COLUMNS):
             raise ValueError(f"expected {len(COLUMNS)} feature columns ({', '.join(COLUMNS)}), got {X.shape[1]}")
-        return X
+        return cast(np.ndarray, X)
 
     def _candidates(self, X: np.ndarray) -> np.ndarray:
         return candidates(X)
 
     def fit(self, X: Any, y: Any = None) -> SlowdownDetector:
+        """Fit the IsolationForest on the judged kernels' timing, and its cut-off.
+
+        The forest is fitted on the judged rows (:func:`candidates`), or on every row where fewer than
+        :data:`MIN_FIT` are judged, a sample of :data:`FIT_SAMPLE` of them where more (:meth:`fit_rows`); its
+        cut-off ``offset_`` is the ``contamination`` quantile of their scores (-inf at 0). Raises ValueError
+        where a parameter is out of its range or ``X`` has not the detector's columns.
+
+        Args:
+            X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+            y: ignored (scikit-learn's estimator API).
+
+        Returns:
+            the detector itself, fitted (``forest_``, ``offset_``, ``n_fit_``, ``n_features_in_`` set).
+        """
         if self.threshold <= 1.0:
             raise ValueError(f"threshold must be > 1.0, got {self.threshold}")
         if not 1.0 < self.band <= self.threshold:
@@ -124,21 +172,44 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         return self
 
     def fit_rows(self, n: int) -> np.ndarray | None:
-        """Which of ``n`` judged kernels (in order) :meth:`fit` fits on: a sample of :data:`FIT_SAMPLE` where
-        there are more (None: all of them). Fitting on those rows alone gives the same forest."""
+        """Which of ``n`` judged kernels (in order) :meth:`fit` fits on.
+
+        Fitting on those rows alone gives the same forest.
+
+        Args:
+            n: the number of judged kernels (the rows :meth:`fit` fits on, before any sample).
+
+        Returns:
+            the sorted positions of a sample of :data:`FIT_SAMPLE` of them (drawn with ``random_state``) where
+            ``n`` is more; None (all of them) where it is not.
+        """
         if n <= FIT_SAMPLE:
             return None
         return np.sort(np.random.default_rng(self.random_state).choice(n, FIT_SAMPLE, replace=False))
 
     def score_samples(self, X: Any) -> np.ndarray:
-        """IsolationForest score of each kernel's timing: lower = more abnormal."""
+        """IsolationForest score of each kernel's timing: lower = more abnormal.
+
+        Args:
+            X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+
+        Returns:
+            a float array, a score a row: the fitted forest's score of its timing columns (NaN as 0).
+        """
         check_is_fitted(self)
         return _by_row_blocks(self.forest_.score_samples, np.nan_to_num(self._check(X)[:, FOREST]),
                               self.n_jobs)
 
     def candidate_scores(self, X: Any) -> np.ndarray:
-        """:meth:`score_samples` for the kernels the detector judges (overlapped, with a reference); NaN for
-        the others, which are never cases."""
+        """:meth:`score_samples` for the kernels the detector judges (overlapped, with a reference).
+
+        Args:
+            X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+
+        Returns:
+            a float array, a value a row: its score where it is judged (:func:`candidates`); NaN for the
+            others, which are never cases.
+        """
         X = self._check(X)
         return self._scores(X, self._candidates(X))
 
@@ -149,8 +220,17 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         return out
 
     def decision_function(self, X: Any, scores: np.ndarray | None = None) -> np.ndarray:
-        """Negative for slowdown cases, positive otherwise. ``scores``, where given, are
-        :meth:`candidate_scores` of the same rows, already computed: they are not computed again."""
+        """Negative for slowdown cases, positive otherwise.
+
+        Args:
+            X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+            scores: :meth:`candidate_scores` of the same rows, already computed: they are not computed again;
+                None: the scores needed (those of the kernels in the band) are computed.
+
+        Returns:
+            a float array, a value a row: negative for a slowdown case, positive otherwise (at least 1 for a
+            kernel that is not judged).
+        """
         X = self._check(X)
         ratio = np.nan_to_num(X[:, RATIO], nan=-np.inf)
         above = ratio - np.log(self.threshold * (1.0 + self.margin))
@@ -161,11 +241,22 @@ class SlowdownDetector(OutlierMixin, BaseEstimator):
         score = np.nan_to_num(score, nan=np.inf)  # elsewhere the ratio alone decides
         banded = np.minimum(ratio - np.log(self.band), self.offset_ - score)
         margin = -np.maximum(above, banded)  # negative when over the threshold, or in the band and abnormal
-        return np.where(candidates, margin, np.abs(margin) + 1.0)
+        return cast(np.ndarray, np.where(candidates, margin, np.abs(margin) + 1.0))
 
     def predict(self, X: Any, scores: np.ndarray | None = None) -> np.ndarray:
-        """-1 for a slowdown case, +1 otherwise (``scores``: as in :meth:`decision_function`). Only the
-        candidates are decided (the others are never cases): on millions of rows, a fraction of the memory."""
+        """-1 for a slowdown case, +1 otherwise.
+
+        Only the candidates are decided (the others are never cases): on millions of rows, a fraction of the
+        memory.
+
+        Args:
+            X: the kernels' features, a row a kernel, its columns :data:`COLUMNS` in order (NaN where missing).
+            scores: as in :meth:`decision_function`: the rows' :meth:`candidate_scores`, already computed, or
+                None.
+
+        Returns:
+            an int64 array, a label a row: -1 for a slowdown case, +1 otherwise.
+        """
         X = self._check(X)
         rows = self._candidates(X)
         out = np.ones(len(X), np.int64)

@@ -3,14 +3,11 @@ slowdown cases `detect` labelled, and put on its run's common clock."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 import polars as pl
 
 from traceql.analyzers.replay.graph import OP_COLUMNS
-from traceql.analyzers.replay.windows import with_cases
+from traceql.analyzers.replay.windows import Frame, with_cases
 
-Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
 

@@ -13,6 +13,7 @@ fitted on real runs of serialized communication against their overlapped twins (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,7 @@ def overlapped(rg: RunGraph) -> np.ndarray:
     return out
 
 
-def coverage(start: np.ndarray, end: np.ndarray):  # noqa: ANN202 - a closure over the union's arrays
+def coverage(start: np.ndarray, end: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """``f(t)``: the time the union of the intervals covers before ``t`` (vectorised over ``t``)."""
     o = np.argsort(start, kind="stable")
     s, e = start[o], np.maximum.accumulate(end[o])

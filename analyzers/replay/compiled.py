@@ -42,7 +42,8 @@ def _pass(fn: Any, compiled: bool) -> Any:
     return _COMPILED[fn.__name__]
 
 
-def _started(i, t, grp, dur, tail, left, g_ptr, g_nodes, start, end, done):  # noqa: ANN001, ANN202, PLR0913
+def _started(i: int, t: int, grp: int, dur: np.ndarray, tail: np.ndarray, left: np.ndarray,  # noqa: PLR0913
+             g_ptr: np.ndarray, g_nodes: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray) -> None:
     """Node ``i`` starts at ``t``: alone (``grp`` < 0), it ends ``dur`` later; the last member of its collective
     ``grp`` to start (``left``: each collective's members yet to start; CSR ``g_ptr``, ``g_nodes``), every
     member ends ``tail`` after the last one's start (none before its own start)."""
@@ -104,14 +105,16 @@ def in_place(g: Any, order: np.ndarray, part: np.ndarray, active: np.ndarray, st
     members = active & (g.group >= 0)
     n_groups = int(g.group.max()) + 1 if members.any() else 0
     has_fixed = fixed_end is not None
-    fixed = fixed_end if has_fixed else np.zeros(1, np.int64)
+    fixed = fixed_end if fixed_end is not None else np.zeros(1, np.int64)
     return bool(_pass(_in_place_pass, wanted(len(walk)))(
         walk, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed), active,
         has_fixed, n_groups, start, end))
 
 
-def _in_place_pass(walk, base, dur, ptr, idx, lag, part, group, tail, fixed, active, has_fixed, n_groups,  # noqa: ANN001, ANN202, PLR0913
-                   start, end):
+def _in_place_pass(walk: np.ndarray, base: np.ndarray, dur: np.ndarray, ptr: np.ndarray,  # noqa: PLR0913
+                   idx: np.ndarray, lag: np.ndarray, part: np.ndarray, group: np.ndarray, tail: np.ndarray,
+                   fixed: np.ndarray, active: np.ndarray, has_fixed: bool, n_groups: int, start: np.ndarray,
+                   end: np.ndarray) -> bool:
     n = base.shape[0]
     done = np.zeros(n, np.bool_)
     left = np.zeros(n_groups, np.int64)  # each collective's active members not yet started, then their list
@@ -154,7 +157,8 @@ def bound_edges(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray,
     return _pass(_bound_pass, True)(total, *_i64(node, pred, lag, start, end))
 
 
-def _bound_pass(total, node, pred, lag, start, end):  # noqa: ANN001, ANN202
+def _bound_pass(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray,
+                end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     ptr = np.zeros(total + 1, np.int64)
     for e in range(node.shape[0]):
         ptr[node[e] + 1] += 1
@@ -207,7 +211,9 @@ def by_lanes(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.nda
     return (start, end) if ok else None
 
 
-def _lanes_pass(floor, dur, group, tail, in_ptr, in_src, in_lag, l_ptr, l_nodes, g_ptr, g_nodes):  # noqa: ANN001, ANN202
+def _lanes_pass(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray,
+                in_ptr: np.ndarray, in_src: np.ndarray, in_lag: np.ndarray, l_ptr: np.ndarray, l_nodes: np.ndarray,
+                g_ptr: np.ndarray, g_nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     m = floor.shape[0]
     start = np.zeros(m, np.int64)
     end = np.zeros(m, np.int64)

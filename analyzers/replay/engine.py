@@ -129,6 +129,8 @@ def _replay_nodes(g: Graph, part: np.ndarray, nodes: np.ndarray, start: np.ndarr
     if got is None and g.lane is not None and g.lane_place is not None:
         by_lane = np.lexsort((g.lane_place[nodes], g.lane[nodes]))
         got = by_lanes(*arrays, np.split(by_lane, np.flatnonzero(np.diff(g.lane[nodes][by_lane])) + 1))
+    got_start: np.ndarray | list[int]
+    got_end: np.ndarray | list[int]
     if got is not None:
         got_start, got_end = got
         forced = 0

@@ -147,7 +147,7 @@ def _bound(total: int, edges: list[np.ndarray], start: np.ndarray, end: np.ndarr
     """The engine's graph with each edge's lag as the trace shows it (module doc); the edges' order in it.
     ``edges``: node, predecessor, default lag (emptied: each array is let go once sorted)."""
     if wanted(total):  # a large graph: one compiled pass
-        order, ptr, pred, lag = bound_edges(total, *edges[:3], start, end)
+        order, ptr, pred, lag = bound_edges(total, edges[0], edges[1], edges[2], start, end)
         edges.clear()
         return _graph(ptr, pred, lag, start, end), order
     node, pred = edges[0], edges[1]

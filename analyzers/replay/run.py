@@ -11,8 +11,9 @@ a step's figure is what that step alone would have taken (a step without a case 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -90,7 +91,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     frame = frame.with_columns(pl.lit(None, pl.Int64).alias("bucket_cap_ns"))
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
-    return WhatIf(frame.select(list(STEPS)).cast(STEPS).sort("run_id", "step"),  # type: ignore[arg-type]
+    return WhatIf(frame.select(list(STEPS)).cast(cast("Mapping[Any, type[pl.DataType]]", STEPS))
+                  .sort("run_id", "step"),
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
                   rg.disordered)
 
@@ -113,7 +115,7 @@ def _parts(rg: RunGraph) -> np.ndarray:
 
 def _spans(rg: RunGraph, done: dict[str, Replayed], is_case: np.ndarray) -> pl.DataFrame:
     n = rg.n_ops
-    cols = {"start_ns": rg.ops["start_ns"], "end_ns": rg.ops["end_ns"],
+    cols: dict[str, pl.Series | np.ndarray] = {"start_ns": rg.ops["start_ns"], "end_ns": rg.ops["end_ns"],
             **{f"s_{k}": r.start[:n] for k, r in done.items()}, **{f"e_{k}": r.end[:n] for k, r in done.items()}}
     frame = rg.ops.select("run_id", "rank", "step", "step_kind").with_columns(**cols, case=is_case)
     sync = frame.filter(pl.col("step_kind") == "sync")

@@ -7,6 +7,9 @@ at a time over arrays: a long run records tens of thousands of waits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 import numpy as np
 import polars as pl
 
@@ -22,7 +25,7 @@ def recorded_edges(ops: pl.DataFrame, waits: pl.DataFrame | None) -> tuple[np.nd
     if waits is None or waits.is_empty():
         return empty, empty
     keyed = ops.select("node", "run_id", "rank", "stream", "correlation_id").drop_nulls("correlation_id")
-    w = waits.select(list(WAITS)).cast(WAITS)  # type: ignore[arg-type]
+    w = waits.select(list(WAITS)).cast(cast("Mapping[Any, type[pl.DataType]]", WAITS))
     # every (run, rank, stream) named by an activity or a wait, numbered
     streams = pl.concat([keyed.select("run_id", "rank", "stream"), w.select("run_id", "rank", "stream"),
                          w.select("run_id", "rank", pl.col("waits_stream").alias("stream"))]).unique()

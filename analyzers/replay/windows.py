@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.run import WhatIf, steps
+
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 WINDOW = 500_000  # activities replayed at once (a replay holds about 600 B an activity) ...
 MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler what-if's statistics)
@@ -157,7 +159,7 @@ class Windowed:
         return with_cases(self.prepare(ops) if self.prepare else ops, self.cases)
 
 
-def with_cases(ops: pl.DataFrame | pl.LazyFrame, cases: pl.DataFrame | None) -> pl.DataFrame | pl.LazyFrame:
+def with_cases(ops: Frame, cases: pl.DataFrame | None) -> Frame:
     """``ops`` (lazy, they stay lazy) with their ``_case`` and ``_base`` from ``cases`` (the slowdown cases: the
     activities' key columns, ``_case`` and ``_base``), where given."""
     if cases is None:
@@ -166,7 +168,7 @@ def with_cases(ops: pl.DataFrame | pl.LazyFrame, cases: pl.DataFrame | None) -> 
     if isinstance(ops, pl.DataFrame) and "start_ns" in key and ops.height:  # a window: its span's cases alone
         lo, hi = ops["start_ns"].min(), ops["start_ns"].max()
         cases = cases.filter(pl.col("start_ns").is_between(lo, hi) | pl.col("start_ns").is_null())
-    joined = ops.join(cases.lazy() if isinstance(ops, pl.LazyFrame) else cases,  # type: ignore[arg-type]
+    joined = ops.join(cases.lazy() if isinstance(ops, pl.LazyFrame) else cases,
                       on=key, how="left", nulls_equal=True)
     return joined.with_columns(pl.col("_case").fill_null(False))
 
@@ -213,7 +215,7 @@ def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None) ->
 
 def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: int | None = None,
              mapper: Mapper | None = None, cases: pl.DataFrame | None = None,
-             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, **options: object) -> WhatIf:
+             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, **options: Any) -> WhatIf:
     """``run.steps`` of ``ops`` (activities in a frame, or stored a file a rank: :class:`Stored`; with their
     ``_case`` and ``_base``, where they have them, else from ``cases``: :func:`with_cases`), a window of about
     ``size`` activities at a time where they hold more (a replay's memory bounded by a window; ``mapper`` may
@@ -223,8 +225,8 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     if len(cut) <= 1:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
-        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,  # type: ignore[arg-type]
-                     baseline=frame["_base"] if "_base" in frame.columns else None, **options)  # type: ignore[arg-type]
+        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
+                     baseline=frame["_base"] if "_base" in frame.columns else None, **options)
     job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
     frame, counts = by_window(cut, job, mapper)
     recorded, inferred, unexplained, forced, activities, disordered = counts

@@ -20,6 +20,7 @@ launch calls); only putting them into the graph's lags goes a straggler at a tim
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -167,7 +168,7 @@ def _waiting_caps(mine: pl.DataFrame, usual: pl.DataFrame) -> tuple[list[tuple[n
         "_g", maintain_order=True)
     later = mark.filter(pl.col("_later"), pl.col("slot") >= 0)
     gids = later["_g"].to_numpy()
-    n_groups = int(mark["_g"].max()) + 1 if mark.height else 0
+    n_groups = int(cast(int, mark["_g"].max())) + 1 if mark.height else 0
     cuts = np.searchsorted(gids, np.arange(1, n_groups))
     caps = list(zip(np.split(later["slot"].to_numpy(), cuts), np.split(later["cap"].to_numpy(), cuts), strict=True))
     groups: dict[tuple, list[tuple[int, int]]] = {}

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -45,20 +45,20 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover - older typer, on click
-    from click import exceptions as click_errors  # type: ignore[no-redef]
+    from click import exceptions as click_errors  # type: ignore[no-redef]  # the same names, from click itself
 
 
 class OneLineErrors(TyperGroup):
     """The command line's group: a usage error (an unknown option, a bad value, a missing argument) is one
     ``error:`` line on stderr and exit 2, as traceql's own option checks are, not click's box of text."""
 
-    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         _settings["told"] = False
         plain(self)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
-                                **extra)
+                                windows_expand_args=windows_expand_args, **extra)
         except click_errors.NoArgsIsHelpError as err:
             sys.stdout.write(err.ctx.get_help() + "\n")
             code = 0
@@ -186,7 +186,7 @@ def guarded(command: F) -> F:
                 raise fail("interrupted", INTERRUPTED) from None
             raise _internal(exc) from None
 
-    return run  # type: ignore[return-value]
+    return cast(F, run)  # functools.wraps: the same signature
 
 
 def _interrupted(exc: BaseException) -> bool:

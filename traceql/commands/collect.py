@@ -26,6 +26,26 @@ def collect(input_dir: str | Path, *, out: Path | None = None, ranks: str | None
     ``ncu_*``, ``torch_*``) and :class:`traceql.collectors.launch.LaunchOptions` (``device``, ``timeout``,
     ``launcher``, ``nnodes``, ``rdzv_*`` …); ``ranks`` (``"0,4"``) are the ranks to profile, ``overrides``
     (``["cap_size=2"]``) replace local_config values. Failures raise :class:`traceql.errors.CollectFailed`.
+
+    Args:
+        input_dir: the training input folder (``define_model.py``, ``local_config.json``; optionally
+            ``global_config.json`` and ``train_script.py``).
+        out: the run folder (new or empty, outside ``input_dir``); None: ``runs/<model>-<profiler>-<time>``.
+        ranks: the ranks to profile, comma-separated (``"0,4"``); None: all. The others run unprofiled.
+        overrides: ``KEY=VALUE`` items (``--set``) replacing local_config values, each value JSON where it
+            parses as JSON, else a string.
+        progress: called with a line (seconds elapsed, ranks finished) while the ranks run.
+        profiler: ``nsys``, ``ncu``, ``torch`` or ``none`` (the training alone, no profiler).
+        **settings: the profiler's and the launch's other options by field name, as above.
+
+    Returns:
+        The run folder's manifest (as written to its ``manifest.json``).
+
+    Raises:
+        TypeError: for a setting that is no field of either.
+        OptionError: for ``ranks`` or ``overrides`` that do not parse.
+        CollectFailed: for options or an input folder the run cannot take, a rank that failed, a run that
+            timed out or was interrupted.
     """
     unknown = set(settings) - PROFILER_FIELDS - LAUNCH_FIELDS
     if unknown:

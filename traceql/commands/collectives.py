@@ -47,7 +47,18 @@ def collectives(paths: str | Path | Sequence[str | Path] | None = None, *,
     """The collectives of each run of ``paths`` (the embedded example when None), each run read on its own:
     instances across ranks, sizes, algorithm and bus bandwidth, arrival skew (``traceql.analyzers.collectives``).
     ``gradients``: a gradients file (``{"param_bytes": [...], "bucket_cap_mb": 25}``) whose DDP buckets size the
-    all-reduces of a run that records no size."""
+    all-reduces of a run that records no size.
+
+    Args:
+        paths: the trace files or folders (none: the embedded example); runs given together are each read on
+            their own.
+        gradients: the model's gradient sizes, a JSON file (as ``whatif``'s ``gradients``; the cap may come
+            from the run folder's manifest instead); None: none.
+
+    Returns:
+        The collectives relation of every run, per run its GPU, link, peak and where its sizes came from, and
+        the notes reading called for.
+    """
     req = request(paths)
     found = read_runs(req.runs(), Path(gradients) if gradients is not None else None)
     runs = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
@@ -39,7 +39,17 @@ class Labelling:
 
 def label_run(item: tuple[int, list[Path] | None], how: Labelling) -> DetectResult:
     """One run (its place, its inputs): its timeline read whole, labelled, and what its cases cost on the
-    critical path (a task of :class:`traceql.parallel.Pool`)."""
+    critical path (a task of :class:`traceql.parallel.Pool`).
+
+    Args:
+        item: the run's place among the runs and its inputs (one of :meth:`Request.runs`; None: the embedded
+            example).
+        how: what every run is labelled with: the request, baseline, ``top``, detector, metrics, and whether its
+            causes are priced.
+
+    Returns:
+        The run's labels, with what its cases cost on the critical path where ``how.causes`` asks for it.
+    """
     timeline, result = how.request.label(item[1], how.baseline, top=how.top, detector=how.detector,
                                          metrics=how.metrics)
     return price_run(result, timeline) if how.causes else result
@@ -84,9 +94,36 @@ def detect(
     its rows are then stored on disk (:class:`StoredRows`) and read when asked for. Each run is replayed for
     its causes and what its cases cost on the critical path (``traceql.verdicts.pricing``), unless ``causes``
     is off (a large run's replay is most of its time and memory).
+
+    Args:
+        paths: the trace files or folders (none: the embedded example).
+        baseline: isolated runs of the same model and shapes (one GPU, no DDP) to label against; with neither
+            this nor ``paths``, the embedded example's isolated run.
+        threshold: a case is an overlapped kernel at least this many times its baseline (above 1.0).
+        top: how many slowed signatures to list (``top_signatures``).
+        detector: the detector that labels runs with no reference (a :class:`SlowdownDetector`, or any
+            estimator with its ``fit``/``predict``); None: the shipped one at ``threshold``.
+        hta_compat: compute the per-rank breakdown as Holistic Trace Analysis 0.5.0 does; labels are unchanged.
+        metrics: Nsight Compute CSVs of the same workload, whose ``ncu_*`` metrics join every compute kernel.
+        single_trace: label by the detector even where the trace has isolated steps (they are hidden from it).
+        out: a ``.parquet``, ``.csv`` or ``.json`` file (the suffix picks the format) to write one row per
+            compute kernel to; not an input.
+        workers: how many local processes label the runs (and a run's ranks); 1: one after another, here.
+        scheduler: the address of a Dask scheduler (``tcp://host:8786``) whose workers label them instead.
+        progress: called as ``progress(done, total, run)`` as the runs (or a run's ranks) are labelled.
+        causes: replay each run for its causes and critical path (off: the same labels, faster and lighter).
+
+    Returns:
+        The labels of every compute kernel, the per-rank and per-step breakdown, the top slowed signatures, the
+        causes and critical path, and notes; runs given together merged into one.
+
+    Raises:
+        OptionError: for a bad ``threshold``, ``out`` or ``workers``, or ``workers`` and ``scheduler`` both given.
+        InputError: for inputs that cannot be read as traces, baselines or metrics.
     """
     check(workers, scheduler)
-    out_format = format_for(out) if out is not None else None
+    # format_for takes str as well (it calls Path itself); Path(out) here would respell the name in its error
+    out_format = format_for(cast(Path, out)) if out is not None else None
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
                   outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None
@@ -108,14 +145,20 @@ def detect(
                                            progress=progress, then=price_stored if causes else None)
     result = merge([r for r in results if r is not None], top=top)
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
-    if out is not None:
+    if out is not None and out_format is not None:  # one is None only where the other is
         write_rows(result, Path(out), out_format)
     return result
 
 
 def write_rows(result: DetectResult, path: Path, fmt: str) -> None:
     """The result's rows to ``path``: at once, or a rank at a time where they were stored that way (parquet:
-    streamed from the stored files)."""
+    streamed from the stored files).
+
+    Args:
+        result: what :func:`detect` returned.
+        path: the file to write (atomically).
+        fmt: its format: ``parquet``, ``csv`` or ``json``.
+    """
     if isinstance(result.rows, StoredRows) and fmt == "parquet":
         sink_parquet(result.rows.scan(), path)
     elif isinstance(result.rows, StoredRows):

@@ -59,7 +59,15 @@ class DiffResult:
 
     def fails(self, above: float) -> bool:
         """Whether the mean step time, or its 90th percentile, regressed by more than ``above`` percent
-        (`--fail-above`)."""
+        (`--fail-above`).
+
+        Args:
+            above: the percent of BEFORE's step time that AFTER's may exceed it by; below 0 asks AFTER to be
+                that much faster.
+
+        Returns:
+            True when either change is known and above ``above``.
+        """
         changes = [self.step_time[k] for k in ("change_pct", "p90_change_pct")]
         return any(c is not None and c > above for c in changes)
 
@@ -72,7 +80,15 @@ class DiffResult:
                 "removed_ns": float(self.removed["before_ns"].sum())}
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
-        """The JSON form; ``top`` limits the kernel, new and removed lists (None: all)."""
+        """The JSON form; ``top`` limits the kernel, new and removed lists (None: all).
+
+        Args:
+            top: at most this many rows of the kernel, new and removed lists (None or 0: all).
+
+        Returns:
+            ``before``, ``after``, ``step_time``, ``ranks``, ``kernels``, ``kernel_totals``, ``new``, ``removed``,
+            ``verdict`` and ``notes``, as JSON values.
+        """
         return {**self.runs, "step_time": self.step_time, "ranks": self.ranks.to_dicts(),
                 "kernels": self.kernels.head(top).to_dicts() if top else self.kernels.to_dicts(),
                 "kernel_totals": self.kernel_totals(),
@@ -108,6 +124,19 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     is ``regressed`` when either grew by more than ``tolerance`` %. The per-rank figures are means per normal
     step. AFTER's compute kernels are paired with BEFORE's by step alignment, rank by rank
     (``traceql.analyzers.diff``).
+
+    Args:
+        before: the earlier run: a trace file or a folder of one run's traces.
+        after: the later run, compared with ``before``.
+        tolerance: the ± percent within which a step time change is ``no change`` (finite, 0 or more).
+
+    Returns:
+        Each side's run and step time, their changes and the verdict, the per-rank changes, the paired, new and
+        removed kernels, every pair, and notes.
+
+    Raises:
+        OptionError: for a ``tolerance`` below 0 or not finite.
+        InputError: for a side that holds more than one run, or cannot be read.
     """
     if not 0 <= tolerance < math.inf:
         raise OptionError(f"--tolerance must be a finite 0 or more percent, got {tolerance}")

@@ -42,6 +42,19 @@ def perfetto(
 
     Labels as :func:`traceql.commands.detect.detect` makes them, from the same options; with neither paths
     nor baseline, the embedded example trace against its isolated baseline.
+
+    Args:
+        paths: the trace files or folders (none: the embedded example).
+        output: the Chrome trace JSON to write: ``.json``, or ``.json.gz`` to gzip it; not an input.
+        baseline: isolated runs of the same model and shapes to label against (as ``detect``'s).
+        threshold: a case is an overlapped kernel at least this many times its baseline (above 1.0).
+        single_trace: label by the detector even where the trace has isolated steps.
+
+    Returns:
+        The file written, its events by kind, the cases marked, the label source and notes.
+
+    Raises:
+        OptionError: for an ``output`` of another suffix, or one that is an input, or a bad ``threshold``.
     """
     output = chrome.check_output(Path(output))
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace,

@@ -41,7 +41,16 @@ def _top_kernels(trace: Trace, total_ns: int, top: int) -> list[dict[str, Any]]:
 
 
 def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
-    """A JSON-ready summary: runs, GPUs, ranks and capture span, kernel counts, top kernels, collectives."""
+    """A JSON-ready summary: runs, GPUs, ranks and capture span, kernel counts, top kernels, collectives.
+
+    Args:
+        trace: an open trace (:func:`traceql.read_trace`).
+        top: how many kernels to list by GPU time (``top_kernels``).
+
+    Returns:
+        ``runs``, ``gpus``, ``ranks``, ``kernels``, ``memcpy``, ``nvtx``, ``kernel_metrics``, ``steps``,
+        ``top_kernels`` and ``collectives``, as JSON values.
+    """
     total_kernel_ns = trace.own_sql("SELECT coalesce(sum(duration_ns), 0)::BIGINT AS t FROM kernels").item()
     return {
         "runs": _rows(trace, """
@@ -85,6 +94,14 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
 
 
 def info(paths: str | Path | Sequence[str | Path] | None = None, *, top: int = 10) -> dict[str, Any]:
-    """`traceql info`: the summary of a trace's files or folders (the embedded example when None)."""
+    """`traceql info`: the summary of a trace's files or folders (the embedded example when None).
+
+    Args:
+        paths: the trace files or folders (none: the embedded example).
+        top: how many kernels to list by GPU time.
+
+    Returns:
+        :func:`trace_info`'s summary, and the ``notes`` reading called for.
+    """
     with read_trace(paths) as trace:
         return {**trace_info(trace, top=top), "notes": trace.notes}

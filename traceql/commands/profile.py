@@ -9,9 +9,9 @@ torch (what a GPU node may be limited to): the trace analysis loads for ``bucket
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from traceql.collectors.fields import shown
 from traceql.collectors.files import atomic_path, write_json
@@ -65,7 +65,23 @@ def _profile_out(out: str | Path, input_dir: str | Path) -> Path:
 def memory(input_dir: str | Path, out: str | Path, *, memory_limit: int | None = None, max_batch: int = 1024,
            progress: Progress | None = None) -> Path:
     """The largest local batch that fits, and the virtual workers that fit at each batch tried; the profile
-    file written into ``out``. ``memory_limit`` (bytes) bounds the search (needed on CPU)."""
+    file written into ``out``. ``memory_limit`` (bytes) bounds the search (needed on CPU).
+
+    Args:
+        input_dir: the model's input folder (``define_model.py``, ``local_config.json``).
+        out: the profile folder (created when missing): not a file, not ``input_dir`` itself.
+        memory_limit: the bytes a step may peak at (default: the GPU's memory); required on CPU.
+        max_batch: the largest batch tried (batches are tried doubling from 1, then bisected); 1 to 2**31 - 1.
+        progress: called with each line the search prints (a batch tried, whether it fits).
+
+    Returns:
+        The memory profile file written.
+
+    Raises:
+        OptionError: for a ``max_batch`` or ``memory_limit`` that is no integer of at least 1, or an ``out``
+            that cannot be the profile folder.
+        CollectError: for an input folder that is wrong, a machine that cannot run it, or a failed profiling.
+    """
     _positive(max_batch, "--max-batch", MAX_BATCH)
     if memory_limit is not None:
         _positive(memory_limit, "--memory-limit")
@@ -87,7 +103,24 @@ def _fitting_batches(out: Path) -> list[int] | None:
 def compute(input_dir: str | Path, out: str | Path, *, batches: list[int] | None = None, warmup: int = 3,
             iterations: int = 10, progress: Progress | None = None) -> Path:
     """Forward, backward and optimizer time per local batch (``batches``, each once; default: those the memory
-    profile in ``out`` found fitting, else 1 to 32 by powers of two); the profile file written into ``out``."""
+    profile in ``out`` found fitting, else 1 to 32 by powers of two); the profile file written into ``out``.
+
+    Args:
+        input_dir: the model's input folder (``define_model.py``, ``local_config.json``).
+        out: the profile folder (created when missing): not a file, not ``input_dir`` itself.
+        batches: the local batches to time, each 1 to 2**31 - 1 (a repeated one once); None: as above.
+        warmup: steps run before the timed ones at each batch (0 or more).
+        iterations: steps timed at each batch, whose medians are kept (1 or more).
+        progress: called with each line the profiling prints (a batch timed).
+
+    Returns:
+        The compute profile file written.
+
+    Raises:
+        OptionError: for ``batches``, ``warmup`` or ``iterations`` out of range, or an ``out`` that cannot be
+            the profile folder.
+        CollectError: for an input folder that is wrong, a machine that cannot run it, or a failed profiling.
+    """
     if batches is not None and (not batches or any(isinstance(b, bool) or not isinstance(b, int)
                                                    or not 1 <= b <= MAX_BATCH for b in batches)):
         raise OptionError(f"--batches must be batch sizes from 1 to {MAX_BATCH:,}, e.g. 1,2,4,8")
@@ -102,7 +135,7 @@ def compute(input_dir: str | Path, out: str | Path, *, batches: list[int] | None
 
 def _median_ms(values: pl.Series) -> float | None:
     value = values.median()
-    return None if value is None else round(float(value) / 1e6, 4)  # type: ignore[arg-type]
+    return None if value is None else round(float(cast(float, value)) / 1e6, 4)  # a median of ns: a number
 
 
 def _cap_entry(run: Path, info: dict[str, Any], results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
@@ -119,6 +152,7 @@ def _cap_entry(run: Path, info: dict[str, Any], results: list[dict[str, Any]]) -
     if not info["traced"]:
         return entry, notes + [f"{run}: no trace (collected with --profiler none): no all-reduce times"]
     traced = rank_steps(request(run))
+    assert traced.arrivals is not None  # rank_steps always gives the arrivals
     times, steps = bucket_times(traced.arrivals), traced.steps
     entry.update(allreduce_ms=[round(t / 1e6, 4) for t in times["allreduce_ns"].to_list()],
                  exposed_comm_ms=_median_ms(steps["exposed_comm_ns"]),
@@ -149,16 +183,32 @@ def _line(pairs: list[tuple[int, float]]) -> tuple[dict[str, Any] | None, list[s
                   f"{was['ms_per_mb']} ms/MB; refitted with neither below 0"]
 
 
-def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None = None) -> tuple[Path, list[str]]:
+def buckets(runs: Sequence[str | Path], out: str | Path, *, interconnect: str | None = None) -> tuple[Path, list[str]]:
     """A buckets profile from run folders of one model at one or more ``bucket_cap_mb``: per cap, the buckets
     and their all-reduce times, the exposed communication and overlap tax per step; the all-reduce model fitted
-    to every bucket. Returns the file written into ``out`` (a folder outside the runs) and notes."""
-    runs = [Path(r) for r in runs]
-    if not runs:
+    to every bucket. Returns the file written into ``out`` (a folder outside the runs) and notes.
+
+    Args:
+        runs: run folders of ``traceql collect``, one per ``bucket_cap_mb`` and local batch, of one model and
+            world size.
+        out: the profile folder (created when missing), outside the runs.
+        interconnect: what the ranks talked over (``nvlink``, ``pcie``, ``network`` ...); None:
+            ``intra-node`` when each run's ranks shared a host, else ``network``.
+
+    Returns:
+        The buckets profile file written, and notes.
+
+    Raises:
+        OptionError: for no runs, or an ``out`` that cannot be the profile folder.
+        InputError: for a folder given twice, runs of different models or world sizes, two runs at one cap
+            and batch, or a run folder that cannot be read.
+    """
+    paths = [Path(r) for r in runs]
+    if not paths:
         raise OptionError("give one or more run folders of `traceql collect`")
-    out = check_folder_output(out, "--out", inputs=runs)
-    _once(runs)
-    infos = [(run, info, rank_results(run, info["world"])) for run, info in [(run, profiled_run(run)) for run in runs]]
+    out = check_folder_output(out, "--out", inputs=paths)
+    _once(paths)
+    infos = [(run, info, rank_results(run, info["world"])) for run, info in [(run, profiled_run(run)) for run in paths]]
     first_run, first, _ = infos[0]
     caps: dict[tuple[float, int], Path] = {}
     for run, info, _ in infos:
@@ -187,17 +237,30 @@ def buckets(runs: list[str | Path], out: str | Path, *, interconnect: str | None
     return write_json(out / file_name("buckets", gpu), data), notes + more
 
 
-def merge(folders: list[str | Path], out: str | Path) -> tuple[list[Path], list[str]]:
+def merge(folders: Sequence[str | Path], out: str | Path) -> tuple[list[Path], list[str]]:
     """Gather the profile files of several nodes' folders (one model's) into ``out``, a folder outside them; of
     two files of one kind and GPU, the first given is kept (said in a note). Returns the files written and
-    notes."""
-    folders = [Path(f) for f in folders]
-    out = check_folder_output(out, "--out", inputs=folders)
-    _once(folders)
+    notes.
+
+    Args:
+        folders: the nodes' profile folders, of one model.
+        out: the profile folder to gather them into (created when missing), outside them.
+
+    Returns:
+        The profile files written, and notes.
+
+    Raises:
+        OptionError: for an ``out`` that cannot be the profile folder.
+        InputError: for a folder given twice, missing or holding no profile, a profile that cannot be read, or
+            profiles of two models.
+    """
+    dirs = [Path(f) for f in folders]
+    out = check_folder_output(out, "--out", inputs=dirs)
+    _once(dirs)
     kept: dict[str, Path] = {}
     model: tuple[str, Path] | None = None
     notes = []
-    for folder in folders:
+    for folder in dirs:
         if not folder.is_dir():
             raise InputError("no such profile folder" if not folder.exists() else "not a folder (expected a "
                              "folder of profiles)", path=str(folder))

@@ -27,7 +27,17 @@ def _looks_like_sql(text: str) -> bool:
 
 def split_args(args: Sequence[str]) -> tuple[list[Path], str]:
     """`query`'s arguments as (trace files, SQL): the files first, the SQL last; a clear error where the SQL is
-    missing (only files given) or came first."""
+    missing (only files given) or came first.
+
+    Args:
+        args: the command line's arguments: trace files, then the SQL (at least the SQL).
+
+    Returns:
+        The trace files (none: the embedded default) and the SQL.
+
+    Raises:
+        OptionError: where the last argument is an existing file, not SQL: the SQL came first, or is missing.
+    """
     *paths, sql = args
     if not _looks_like_sql(sql) and Path(sql).exists():
         first = next((a for a in paths if _looks_like_sql(a)), None)
@@ -43,7 +53,24 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
     reading had to do differently is appended to ``notes``. The SQL runs over the model alone: it cannot
     read or write files, attach databases or load extensions. With ``output``, the result is also written
     there (in ``fmt``: parquet, csv or json), atomically; it may not be an input. ``limit``: only the first
-    rows are computed and returned (a table shows no more)."""
+    rows are computed and returned (a table shows no more).
+
+    Args:
+        paths: the trace files or folders (none: the embedded example).
+        sql: the query (DuckDB's dialect) over the model's relations, and ``collectives`` where it names it.
+        notes: a list the notes of reading (and of making ``collectives``) are appended to; None: dropped.
+        output: a file to write the result to as well; not an input.
+        fmt: ``output``'s format: ``parquet``, ``csv`` or ``json``.
+        limit: compute and return only this many rows; None: all.
+
+    Returns:
+        The query's result.
+
+    Raises:
+        QueryError: for an empty query, or one that fails (reading files, attaching databases, loading
+            extensions included).
+        OptionError: for an ``output`` that is an input or cannot be written.
+    """
     if not sql.strip():
         raise QueryError("empty SQL query")
     if output is not None:

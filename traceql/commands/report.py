@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import polars as pl
 
@@ -41,6 +42,14 @@ class ReportResult:
     notes: list[str] = field(default_factory=list)  # what reading and labelling said (a baseline that fits ill)
 
 
+def _writer(text: str) -> Callable[[IO[bytes]], None]:
+    """What :func:`atomic_write` writes the page with: ``text`` encoded as UTF-8."""
+    def write(fh: IO[bytes]) -> None:
+        fh.write(text.encode())
+
+    return write
+
+
 def _check_output(output: Path) -> Path:
     if output.suffix.lower() not in (".html", ".htm"):
         raise OptionError(f"--output {output}: a report is an .html file")
@@ -50,7 +59,25 @@ def _check_output(output: Path) -> Path:
 def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: str | Path,
            baseline: Sequence[str | Path] | None = None, step: int | None = None,
            threshold: float = PAIRED_FACTOR, single_trace: bool = False) -> ReportResult:
-    """Write a report of a trace (labelled as `detect` labels it) or of a dataset folder to ``output``."""
+    """Write a report of a trace (labelled as `detect` labels it) or of a dataset folder to ``output``.
+
+    Args:
+        paths: the trace files or folders (none: the embedded example), or one dataset folder.
+        output: the page to write (``.html`` or ``.htm``), atomically; not an input.
+        baseline: isolated runs of the same model and shapes to label against (as ``detect``'s).
+        step: the normal step whose timeline is drawn; None: the one with the most time lost (the first
+            captured one left out where there are others).
+        threshold: a case is an overlapped kernel at least this many times its baseline (above 1.0).
+        single_trace: label by the detector even where the trace has isolated steps.
+
+    Returns:
+        The page written, the step drawn (None without steps), the cases it shows, its kind (``trace`` or
+        ``dataset``) and notes.
+
+    Raises:
+        OptionError: for an ``output`` that is no ``.html`` file or is an input, a bad ``threshold``, or a
+            ``step`` the trace has no normal step of.
+    """
     output = _check_output(Path(output))
     options.threshold(threshold)
     single = Path(paths) if isinstance(paths, (str, Path)) else (Path(paths[0]) if paths and len(paths) == 1 else None)
@@ -61,7 +88,7 @@ def report(paths: str | Path | Sequence[str | Path] | None = None, *, output: st
     timeline, result = req.label_all()
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
     html_text, drawn = _trace_page(timeline, result, step, threshold, read_runs(req.runs()))
-    atomic_write(output, lambda fh: fh.write(html_text.encode()))
+    atomic_write(output, _writer(html_text))
     return ReportResult(output, drawn, result.cases(), "trace", result.notes)
 
 
@@ -191,5 +218,5 @@ def _dataset_report(root: Path, output: Path) -> ReportResult:
     df = summary(root)
     sections = [("Summary", frame_table(df)), ("Cases and time lost", figure(figures.dataset_cases(df)))]
     text = page(f"Slowdown dataset: {root}", f"{df.height} model / configuration groups", sections)
-    atomic_write(output, lambda fh: fh.write(text.encode()))
+    atomic_write(output, _writer(text))
     return ReportResult(output, None, int(df["cases"].sum()), "dataset")

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from traceql.analyzers import solver
 from traceql.analyzers.solver import Config, Node, Space
@@ -49,13 +49,13 @@ class SolveResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON values (a number that is not finite is null: JSON has no NaN or Infinity)."""
-        return _finite({"global_batch": self.global_batch, "model": self.model,
+        return cast("dict[str, Any]", _finite({"global_batch": self.global_batch, "model": self.model,
                 "cluster": [{"name": n.name, "gpu": n.gpu, "count": n.count} for n in self.nodes],
                 "gpus": sum(n.count for n in self.nodes), **self.limits, "communication": self.communication,
                 "best": self.best.to_dict(), "runner_ups": [c.to_dict() for c in self.configs[1:]],
                 "naive": {"feasible": self.naive is not None, "reason": self.naive_reason,
                           "config": self.naive.to_dict() if self.naive else None, "gain_pct": self.gain_pct},
-                "notes": self.notes})
+                "notes": self.notes}))
 
 
 def _finite(value: Any) -> Any:
@@ -135,7 +135,26 @@ def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapp
           max_accumulation: int = 8, max_virtual: int = 4, top: int = 5) -> SolveResult:
     """The configuration that minimises the predicted iteration time for ``global_batch`` samples per
     iteration on ``cluster`` (a cluster file, or its object), from the profiles in ``profile_dir``, and the
-    ``top`` next best (``traceql.analyzers.solver``)."""
+    ``top`` next best (``traceql.analyzers.solver``).
+
+    Args:
+        profile_dir: the folder of profiles (``memory-``, ``compute-``, ``buckets-<gpu>.json``).
+        global_batch: samples per iteration over the whole cluster (1 or more).
+        cluster: the cluster file (``{"nodes": [{"name", "gpu", "count"}, ...]}``), or that object.
+        max_accumulation: at most this many gradient accumulation steps (1 to 1,024).
+        max_virtual: at most this many virtual workers per GPU (1 to 1,024).
+        top: how many runner-ups to list (0 to 1,024).
+
+    Returns:
+        The best configuration and the runner-ups, the equal split it is compared with, and where the
+        figures came from.
+
+    Raises:
+        OptionError: for an option out of range, or a ``global_batch`` no configuration reaches exactly (the
+            reachable ones near it named).
+        InputError: for a cluster or profiles that cannot be read, or a GPU of the cluster without a memory
+            and compute profile, or with no batch that fits.
+    """
     _at_least(global_batch, 1, "--global-batch")
     _at_least(max_accumulation, 1, "--max-accumulation", MOST)
     _at_least(max_virtual, 1, "--max-virtual", MOST)
@@ -153,7 +172,7 @@ def solve(profile_dir: str | Path, global_batch: int, cluster: str | Path | Mapp
         raise _unreachable(space, global_batch, max_accumulation, max_virtual)
     naive = solver.naive(space, global_batch)
     shown = configs + ([naive] if isinstance(naive, Config) else [])
-    if guessed := sorted({c.cap.cap_mb for c in shown if c.cap.estimated}):
+    if guessed := sorted({c.cap.cap_mb for c in shown if c.cap.estimated and c.cap.cap_mb is not None}):
         notes.append(f"cap(s) {', '.join(f'{c:g}' for c in guessed)} MB: no trace measured the exposed "
                      "communication; estimated as the last bucket's all-reduce, no overlap tax (marked ~)")
     return SolveResult(

@@ -26,7 +26,21 @@ def whatif(
     (named as `ranks` names it), and with communication serialized after computation. With no paths, the
     embedded example. Runs given together are each taken on their own. With ``bucket_cap`` (MB), each step
     also with DDP's gradient buckets at that cap (the model's gradient sizes: the run folder's, or
-    ``gradients``, a JSON file; docs/commands/whatif.md)."""
+    ``gradients``, a JSON file; docs/commands/whatif.md).
+
+    Args:
+        paths: the trace files or folders (none: the embedded example).
+        baseline: isolated runs of the same model and shapes to label against (as ``detect``'s); with neither
+            this nor ``paths``, the embedded example's isolated run.
+        threshold: a case is an overlapped kernel at least this many times its baseline (above 1.0).
+        bucket_cap: a DDP ``bucket_cap_mb`` (MB) to replay each step with as well; None: not.
+        gradients: the model's gradient sizes for ``bucket_cap`` (JSON: ``param_bytes``, ``bucket_cap_mb``)
+            where the run folder records none.
+
+    Returns:
+        Every normal step of each run, measured, replayed and replayed without each cause, and per run its
+        verdict: its causes ranked by what they cost a step.
+    """
     also = [gradients] if gradients is not None else []
     req = request(paths, baseline=baseline, threshold=threshold, also=also)
     return what_if(req, bucket_cap=bucket_cap, gradients=Path(gradients) if gradients is not None else None)

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -46,7 +46,7 @@ def recorded_link(folder: Path) -> Link | None:
     links, each, total = (found.get(k) for k in ("nvlink_links", "nvlink_link_gbps", "nvlink_gbps"))
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (links, each, total)):
         return None
-    return Link(f"NVLink, {links} x {each:g} GB/s (nvidia-smi)", float(total))
+    return Link(f"NVLink, {links} x {each:g} GB/s (nvidia-smi)", float(cast(float, total)))
 
 
 Sizes = tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]
@@ -131,8 +131,9 @@ def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
             per_step = (mine.filter(pl.col("last") & (pl.col("op") == "AllReduce") & pl.col("step").is_not_null())
                         .group_by("step").len()["len"])
             if run_id in buckets and per_step.len() and (per_step != len(buckets[run_id])).any():
+                most = int(cast(int, per_step.max()))
                 notes.append(f"note: {run_id}: its {len(buckets[run_id])} DDP buckets do not match the "
-                             f"{int(per_step.max())} all-reduces of a step (another model or cap?): those steps "
+                             f"{most} all-reduces of a step (another model or cap?): those steps "
                              "are left without sizes")
             if given and run_id not in buckets and "bucket_cap_mb" not in given:
                 notes.append(f"note: {run_id}: --gradients gives the model's gradients but not the run's bucket cap, "

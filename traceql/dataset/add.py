@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -65,7 +65,8 @@ class BaselinePicker:
             return None, None, 0.0
         if self.error is not None:
             raise self.error
-        rates = [(float(sigs.is_in(b.signatures.implode()).mean()), i) for i, b in enumerate(self.baselines)]
+        rates = [(float(cast(float, sigs.is_in(b.signatures.implode()).mean())), i)
+                 for i, b in enumerate(self.baselines)]
         rate, best = max(rates, key=lambda r: r[0])
         return (self.paths[best], self.baselines[best], rate) if rate >= MIN_MATCH else (None, None, rate)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import polars as pl
 
@@ -47,8 +48,8 @@ def _bandwidth(inst: pl.DataFrame, run: str) -> str:
     if measured.is_empty():
         return ("<p>No collective's transfer is measured: the ranks' clocks disagree, or some rank lacks each "
                 "instance (see the notes): sizes without a bus bandwidth.</p>")
-    link = measured["link"].drop_nulls().first()
-    peak = measured["link_peak_gbps"].max()
+    link = cast("str | None", measured["link"].drop_nulls().first())
+    peak = cast("float | None", measured["link_peak_gbps"].max())
     against = (f"the dashed line is the peak of the GPUs' link ({link}, {peak:,.0f} GB/s one way)"
                if peak is not None else "the link of the GPUs is unknown: no peak is drawn")
     sources = ", ".join(sorted(measured["size_from"].drop_nulls().unique().to_list())) or "unknown"

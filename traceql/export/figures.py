@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
@@ -17,7 +19,8 @@ FONT = {"family": "system-ui, sans-serif", "size": 12}
 
 
 def _layout(fig: go.Figure, height: int, **more: object) -> go.Figure:
-    legend = {"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height, "x": 0, **more.pop("legend", {})}
+    legend = {"orientation": "h", "yanchor": "top", "y": -0.12 * 400 / height, "x": 0,
+              **cast("dict[str, object]", more.pop("legend", {}))}
     legend.setdefault("traceorder", "normal")  # in the order drawn (stacked bars would reverse it)
     fig.update_layout(height=height, margin={"l": 70, "r": 20, "t": 30, "b": 40}, font=FONT,
                       plot_bgcolor="white", legend=legend, **more)
@@ -157,8 +160,9 @@ def collective_bandwidth(inst: pl.DataFrame, title: str) -> go.Figure:
     fig.add_trace(go.Scatter(x=median["_x"].to_list(), y=median["busbw_gbps"].to_list(), mode="markers",
                              name="median over the steps",
                              marker={"color": "#8a5300", "size": 11, "symbol": "line-ew-open", "line": {"width": 3}}))
-    peak, link = inst["link_peak_gbps"].max(), inst["link"].drop_nulls().first()
-    top = float(inst["busbw_gbps"].max() or 0)
+    peak = cast("float | None", inst["link_peak_gbps"].max())
+    link = cast("str | None", inst["link"].drop_nulls().first())
+    top = float(cast("float | None", inst["busbw_gbps"].max()) or 0)
     if peak is not None:
         fig.add_hline(y=peak, line_dash="dash", line_color="#555",
                       annotation_text=f"{link} peak {peak:,.0f} GB/s", annotation_position="top left")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write ``path`` through ``write(fh)`` atomically (``traceql.collectors.files.atomic_path``: a temp file
     beside it, flushed to disk, renamed into place); the user's errors as one line naming the file."""
     path = Path(path)
@@ -42,7 +42,7 @@ def _writable(df: pl.DataFrame, fmt: str) -> pl.DataFrame:
     and structs as their JSON (csv)."""
     import polars as pl  # loads with the analysis, not for `traceql collect`
 
-    out = []
+    out: list[pl.Expr | pl.Series] = []
     for col, dtype in df.schema.items():
         if dtype == pl.Binary and fmt in ("csv", "json"):
             out.append(pl.col(col).bin.encode("hex"))

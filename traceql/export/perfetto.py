@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import polars as pl
 
@@ -46,7 +46,7 @@ def processes(ranks: pl.DataFrame, *activity: pl.DataFrame) -> pl.DataFrame:
 def steps_tid(*activity: pl.DataFrame) -> int:
     """The thread of the training steps: 0, unless a stream has that id (then one past the largest)."""
     streams = pl.concat([f["stream"] for f in activity]).drop_nulls()
-    return 0 if streams.is_empty() or not (streams == 0).any() else int(streams.max()) + 1
+    return 0 if streams.is_empty() or not (streams == 0).any() else int(cast(int, streams.max())) + 1
 
 
 def _colour(cat: pl.Expr) -> pl.Expr:
@@ -70,8 +70,8 @@ def kernel_rows(kernels: pl.DataFrame, labels: pl.DataFrame, pids: pl.DataFrame)
         raise RuntimeError("detect's labels do not line up with the trace's compute kernels")
     compute = compute.hstack(labels.select(*LABELS).with_columns(
         _finite("baseline_ns"), _finite("slowdown_ratio").round(4), pl.col("is_slowdown").fill_null(False)))
-    common = [pl.col("name").alias("demangled"), _shape("grid"), _shape("block"), "device", "correlation_id",
-              "step", "step_kind"]
+    common: list[pl.Expr | str] = [pl.col("name").alias("demangled"), _shape("grid"), _shape("block"), "device",
+                                   "correlation_id", "step", "step_kind"]
     cat = pl.when(pl.col("is_slowdown")).then(pl.lit("slowdown")).otherwise(pl.col("kind"))
     out = [compute.select(pl.col("short_name").alias("name"), cat.alias("cat"), "pid", pl.col("stream").alias("tid"),
                           _colour(cat).alias("cname"), "start_ns", "duration_ns",
@@ -156,7 +156,8 @@ def write_trace(path: Path, meta: list[dict[str, Any]], rows: Sequence[pl.DataFr
     """Write the trace events to ``path`` atomically, streamed a slice at a time (gzipped for ``.json.gz``)."""
 
     def write(fh: IO[bytes]) -> None:
-        out: IO[bytes] = gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) if path.name.lower().endswith(".gz") else fh
+        gz = path.name.lower().endswith(".gz")
+        out: gzip.GzipFile | IO[bytes] = gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) if gz else fh
         out.write(b'{"traceEvents":[\n')
         sep = b""
         for piece in _pieces(meta, rows):

@@ -74,7 +74,7 @@ def _activity(trace: Trace, table: str) -> Iterator[tuple[str, int, Iterator[Bat
         query = f"""SELECT start_ns, end_ns, (CASE kind {codes} ELSE {len(KIND_CODES)} END)::UTINYINT AS kind
                     FROM {table} WHERE run_id = ? AND rank = ? ORDER BY start_ns"""
         for batch in trace.own_batches(query, [run_id, rank], ACTIVITY_BATCH):
-            yield tuple(batch.column(c).to_numpy() for c in range(3))  # type: ignore[misc]
+            yield tuple(batch.column(c).to_numpy() for c in range(3))
 
     for run_id, rank in trace.own_sql(f"SELECT DISTINCT run_id, rank FROM {table}").iter_rows():
         yield run_id, rank, batches(run_id, rank)

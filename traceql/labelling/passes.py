@@ -199,16 +199,18 @@ def place(item: tuple[int, Shard], run: Run) -> dict[str, list[int]]:
 def statistics(item: tuple[int, Any], run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pass 3: the position and key statistics of the groups of one bucket, from every shard's rows of it."""
     b, _ = item
-    assert run.offsets is not None
+    offsets = run.offsets
+    assert offsets is not None
 
     def rows(i: int, name: str) -> pl.DataFrame:
-        start, end = run.offsets[i][name][b:b + 2]  # type: ignore[index]
+        start, end = offsets[i][name][b:b + 2]
         return pl.scan_ipc(run.settings.path(i, f"{name}.arrow")).slice(start, end - start).collect()
 
-    return estimate_stats([StatParts(**{name: rows(i, name) for name in GROUPS}) for i in range(len(run.offsets))])
+    return estimate_stats([StatParts(**{name: rows(i, name) for name in GROUPS}) for i in range(len(offsets))])
 
 
 def _features(i: int, run: Run) -> pl.DataFrame:
+    assert run.stats is not None and run.keys is not None  # pass 3 made them
     rows = pl.read_ipc(run.settings.path(i, "placed.arrow"))
     return features_of(with_estimates(rows, run.stats, run.keys), run.factors)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -215,8 +215,10 @@ def _rows(results: list[DetectResult]) -> pl.DataFrame | StoredRows:
     """The results' rows one after another: in memory, or on disk where any was stored (then the others are
     written beside them)."""
     if not any(r.stored for r in results):
-        return pl.concat([r.rows for r in results], how="diagonal_relaxed")  # type: ignore[misc]
-    files, holders, renamed = [], [], {}
+        return pl.concat([cast(pl.DataFrame, r.rows) for r in results], how="diagonal_relaxed")  # none stored
+    files: list[Path] = []
+    holders: list[Any] = []
+    renamed: dict[str, str] = {}
     for i, r in enumerate(results):
         if isinstance(r.rows, StoredRows):
             files += r.rows.files

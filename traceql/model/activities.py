@@ -31,7 +31,8 @@ def finish(model: Model) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """The model's activity frames, checked, sorted (``schema.ORDER_BY``) and with their steps, each also a view
     in ``model.con``; the ``steps`` relation filled; the warnings of the checks (values that do not fit the
     model's types, rows dropped, step ranges ignored)."""
-    frames, narrowed = {}, []
+    frames: dict[str, pl.DataFrame] = {}
+    narrowed: list[str] = []
     for table in schema.ACTIVITIES:  # each frame handed on alone, so that the sort can let its columns go
         rows, said = _gathered(model, table, model.staged.pop(table))
         frames[table], narrowed = sort(rows, schema.order(table)), narrowed + said

@@ -8,6 +8,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import duckdb
 import numpy as np
@@ -122,8 +123,10 @@ def frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     """A DuckDB result as a polars DataFrame, streamed in Arrow batches that polars keeps as they are: about
     a third of the memory of converting the whole result at once."""
     reader = rel.fetch_record_batch(BATCH_ROWS)
-    frames = [pl.from_arrow(batch, rechunk=False) for batch in reader]
-    return pl.concat(frames, rechunk=False) if frames else pl.from_arrow(reader.schema.empty_table())
+    # a record batch or a table gives a DataFrame
+    frames = [cast(pl.DataFrame, pl.from_arrow(batch, rechunk=False)) for batch in reader]
+    return (pl.concat(frames, rechunk=False) if frames
+            else cast(pl.DataFrame, pl.from_arrow(reader.schema.empty_table())))
 
 
 def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame, *, select: str = "*",

@@ -56,10 +56,10 @@ def _assign(rows: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
         launch = rows["launch_ns"].slice(start, n)
         at = np.searchsorted(mine["cpu_start_ns"].to_numpy(), launch.fill_null(0).to_numpy(), side="right") - 1
         held = pl.Series(at >= 0) & launch.is_not_null()
-        at = pl.Series(np.maximum(at, 0))
-        held &= launch.fill_null(0) <= mine["cpu_end_ns"].gather(at)
-        steps.append(mine["step"].gather(at).zip_with(held, pl.repeat(None, n, dtype=pl.Int32, eager=True)))
-        kinds.append(mine["step_kind"].gather(at).zip_with(held, pl.repeat(None, n, dtype=pl.String, eager=True)))
+        index = pl.Series(np.maximum(at, 0))
+        held &= launch.fill_null(0) <= mine["cpu_end_ns"].gather(index)
+        steps.append(mine["step"].gather(index).zip_with(held, pl.repeat(None, n, dtype=pl.Int32, eager=True)))
+        kinds.append(mine["step_kind"].gather(index).zip_with(held, pl.repeat(None, n, dtype=pl.String, eager=True)))
     return rows.with_columns(step=pl.concat(steps) if steps else pl.Series([], dtype=pl.Int32),
                              step_kind=pl.concat(kinds) if kinds else pl.Series([], dtype=pl.String))
 

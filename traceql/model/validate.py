@@ -8,12 +8,18 @@ example. A trace with nothing usable left, or whose kernels all last 0 ns (no du
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
 import duckdb
 import polars as pl
 
 from traceql.errors import SchemaError
 from traceql.model import schema
 from traceql.model.schema import Schema
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 CHECKS = [("no start or end time", pl.col("start_ns").is_null() | pl.col("end_ns").is_null()),
           ("a duration out of range", pl.col("duration_ns").is_null()),
@@ -33,14 +39,15 @@ def narrowed(con: duckdb.DuckDBPyConnection, table: str, rows: pl.DataFrame,
              types: Schema) -> tuple[pl.DataFrame, list[str]]:
     """One source's rows of an activity relation in the model's column types: a value out of its column's range
     (a device id or a grid size past 32 bits) is kept as NULL, with one warning per column naming the file."""
-    cast = rows.cast(types, strict=False)
+    dtypes: Mapping[Any, PolarsDataType] = types  # polars' cast takes column selectors as keys too
+    typed = rows.cast(dtypes, strict=False)
     notes = []
     for c in types:
-        if cast[c].null_count() > rows[c].null_count():
-            lost = rows.filter(rows[c].is_not_null() & cast[c].is_null())
+        if typed[c].null_count() > rows[c].null_count():
+            lost = rows.filter(rows[c].is_not_null() & typed[c].is_null())
             notes.append(f"warning: {where(con, lost['run_id'][0])}: {table}: {lost.height:,} values of {c} out of "
                          f"its range kept as NULL (e.g. {lost[c][0]})")
-    return cast, notes
+    return typed, notes
 
 
 def _may_repeat(rows: pl.DataFrame, table: str) -> bool:
@@ -86,7 +93,7 @@ def check(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> tu
         notes += dropped
     kernels = frames["kernels"]
     after, longest = kernels.height, kernels["duration_ns"].max()
-    first = where(con, con.execute("SELECT min(run_id) FROM runs").fetchone()[0])
+    first = where(con, cast("tuple[Any]", con.execute("SELECT min(run_id) FROM runs").fetchone())[0])  # one row
     if before and not after:
         raise SchemaError(f"none of its {before:,} kernels has usable times ({notes[0].split(': ', 3)[-1]})",
                           path=first)

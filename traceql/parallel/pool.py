@@ -19,10 +19,10 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from contextlib import closing, suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from traceql.analyzers.machine import cores
 from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
@@ -121,8 +121,13 @@ def disk_bytes(paths: Iterable[str | Path] | None) -> int:
     return total
 
 
+def _length(items: Iterable[object]) -> int | None:
+    """How many items there are, when ``items`` tells (a list, a tuple); None for an iterator."""
+    return len(cast(Sized, items)) if hasattr(items, "__len__") else None
+
+
 def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
-            progress: Progress | None, total: int | None) -> Iterator[tuple[T, R | TraceqlError]]:
+            progress: Progress | None, total: int | None) -> Generator[tuple[T, R | TraceqlError], None, None]:
     for done, item in enumerate(items, 1):
         try:
             out: R | TraceqlError = fn(item, common)
@@ -202,8 +207,8 @@ class Pool:
         """``(item, fn(item, common))`` for every item, in input order, each as soon as it and every earlier one
         are done (:func:`iter_tasks`)."""
         if self.serial:
-            return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
-        if hasattr(items, "__len__") and not len(items):  # nothing to send: no cluster to start or wait for
+            return _serial(fn, items, common, name, progress, _length(items))
+        if _length(items) == 0:  # nothing to send: no cluster to start or wait for
             return iter(())
         return _distributed(self.open(), fn, items, common, name, progress, cost)
 
@@ -235,7 +240,7 @@ class Pool:
 
 def iter_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, workers: int = 1,
                scheduler: str | None = None, name: Callable[[T], str] = str, progress: Progress | None = None,
-               cost: Callable[[T], float] | None = None) -> Iterator[tuple[T, R | TraceqlError]]:
+               cost: Callable[[T], float] | None = None) -> Generator[tuple[T, R | TraceqlError], None, None]:
     """``(item, fn(item, common))`` for every item, in input order, each as soon as it and every earlier one
     are done; a failed item gets its :class:`TraceqlError` instead. Serial in this process when ``workers`` is
     1 and no ``scheduler`` is given; else on a local cluster of ``workers`` processes, or on the Dask
@@ -244,16 +249,17 @@ def iter_tasks(fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = N
     the end. Close the iterator (``contextlib.closing``) if you stop early: that cancels the tasks left and
     closes the cluster."""
     check(workers, scheduler)
-    if hasattr(items, "__len__"):  # no more processes than tasks
-        workers = max(1, min(workers, len(items)))
+    total = _length(items)
+    if total is not None:  # no more processes than tasks
+        workers = max(1, min(workers, total))
     if workers == 1 and scheduler is None:
-        return _serial(fn, items, common, name, progress, len(items) if hasattr(items, "__len__") else None)
+        return _serial(fn, items, common, name, progress, total)
     return _pooled(fn, items, common, name, progress, workers, scheduler, cost)
 
 
 def _pooled(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
             progress: Progress | None, workers: int, scheduler: str | None,
-            cost: Callable[[T], float] | None) -> Iterator[tuple[T, R | TraceqlError]]:
+            cost: Callable[[T], float] | None) -> Generator[tuple[T, R | TraceqlError], None, None]:
     with Pool(workers, scheduler) as pool:
         yield from pool.map(fn, items, common=common, name=name, progress=progress, cost=cost)
 

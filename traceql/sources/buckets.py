@@ -83,7 +83,7 @@ def _checked(data: Any, path: Path, *, required: bool = False) -> dict[str, Any]
     """A gradients file's (or rank result's) ``param_bytes``, ``ddp_buckets`` and ``bucket_cap_mb``, checked."""
     if not isinstance(data, dict):
         raise InputError("not a gradients file (expected a JSON object with param_bytes)", path=str(path))
-    out = {}
+    out: dict[str, Any] = {}
     for key in ("param_bytes", "ddp_buckets"):
         value = data.get(key)
         if value is None:
@@ -109,8 +109,9 @@ def _manifest_cap(folder: Path | None) -> float | None:
     data = load_json(folder / "manifest.json")
     local = data.get("input", {}).get("local_config", {}) if isinstance(data, dict) else {}
     cap = local.get("cap_size") if isinstance(local, dict) else None
-    ok = isinstance(cap, (int, float)) and not isinstance(cap, bool) and math.isfinite(cap) and cap > 0
-    return float(cap) if ok else None
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and math.isfinite(cap) and cap > 0:
+        return float(cap)
+    return None
 
 
 def shown(value: Any) -> str:

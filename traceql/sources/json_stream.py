@@ -13,7 +13,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from traceql.analyzers.units import MIB
 from traceql.errors import InputError
@@ -46,7 +46,7 @@ class _Reader:
 
     def peek(self) -> str:
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.pos = cast("re.Match[str]", _WS.match(self.buf, self.pos)).end()  # matches "" too: never None
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self._fill():

@@ -102,7 +102,7 @@ def read(path: Path, run_id: str, rank: int) -> tuple[pl.DataFrame, pl.DataFrame
         call = name == "record_param_comms" or name.startswith("nccl:")
         if not call and not (cat == "kernel" and COMM.search(name)):
             continue
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        args = ev["args"] if isinstance(ev.get("args"), dict) else {}
         size, dtype, group = _size(args)
         if size is None:
             continue

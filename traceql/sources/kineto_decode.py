@@ -19,7 +19,7 @@ import os
 import zlib
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias, Union
 
 import msgspec
 import numpy as np
@@ -67,9 +67,16 @@ PHASES = "B E i I C b n e S T p F s t f P N O D M V v R c ( )".split()
 _OTHERS = tuple(type(f"_Phase{i}", (_Other,), {}, tag_field="ph", tag=ph) for i, ph in enumerate(PHASES))
 
 
+# an event: one of the tagged structs, one a phase, that the decoder picks from (the type checker sees their bases)
+if TYPE_CHECKING:
+    _Event: TypeAlias = _X | _Other
+else:
+    _EVENT_TYPES = (_X, *_OTHERS)
+    _Event = Union[_EVENT_TYPES]  # noqa: UP007 - built from a tuple of classes
+
+
 class _Trace(Struct, gc=False):
-    events: list[Union[(_X, *_OTHERS)]] | UnsetType = msgspec.field(  # type: ignore[valid-type]  # noqa: UP007
-        default=UNSET, name="traceEvents")
+    events: list[_Event] | UnsetType = msgspec.field(default=UNSET, name="traceEvents")
     schemaVersion: Any = UNSET  # noqa: N815 - the trace's own keys
     cupti_version: Any = UNSET
     distributedInfo: Any = UNSET  # noqa: N815
@@ -186,12 +193,12 @@ def _columns(trace: _Trace) -> Columns:
     gpu, notes, launches = (_take(events, codes, test) for test in
                             (pl.col("c") < NOTE, pl.col("c").is_in([NOTE, NOTE + 1]), pl.col("c") == LAUNCH))
     cpu_events = int(codes.is_in([LAUNCH, CPU_OP, OTHER]).sum())
-    pid = None
+    pid: int | None = None
     for i in (codes == CPU_OP).arg_true():
-        pid = _ANY.decode(events[i].pid)
-        if isinstance(pid, int):
+        value = _ANY.decode(events[i].pid)
+        if isinstance(value, int):
+            pid = value
             break
-        pid = None
     events.clear()  # the events not kept: their memory holds the columns
     labels = pl.Series(LABELS, dtype=pl.String)
     kinds = labels.gather(codes.filter(codes < NOTE))
@@ -218,7 +225,7 @@ def _take(events: list, codes: pl.Series, test: pl.Expr) -> list[_X]:
 
 def _array(texts: list[Raw], decoder: msgspec.json.Decoder) -> list:
     """Decode the JSON texts of one field of many events as one array (between two nulls: one copy of them)."""
-    return decoder.decode(b",".join([b"[null", *texts, b"null]"]))[1:-1]  # type: ignore[list-item]
+    return decoder.decode(b",".join([b"[null", *texts, b"null]"]))[1:-1]
 
 
 def _numbers(texts: list[Raw]) -> pl.Series | list:

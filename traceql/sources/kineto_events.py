@@ -76,7 +76,7 @@ def stream(path: Path) -> Columns:
         cat = str(ev.get("cat", "")).lower()
         kind = GPU_CATS.get(cat)
         if kind is not None:
-            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            args = ev["args"] if isinstance(ev.get("args"), dict) else {}
             grid, block = (v if isinstance(v, (list, tuple)) else (None,) * 3
                            for v in (args.get("grid"), args.get("block")))
             for f, v in zip(GPU_FIELDS, (kind, _text(ev.get("name")), ev.get("ts"), ev.get("dur", 0),

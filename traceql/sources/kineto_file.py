@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -107,10 +107,11 @@ def assign(files: list[KinetoFile], run_id: str | None = None) -> tuple[list[tup
     notes = [n for _, _, n in known if n]
     if None in ranks:
         ranks, how = list(range(len(files))), ["file order"] * len(files)
+    numbered = cast("list[int]", ranks)  # every rank known, or the files' order
     seen: dict[int, Path] = {}
-    for f, r in zip(files, ranks, strict=True):
+    for f, r in zip(files, numbered, strict=True):
         if r in seen:
             raise InputError(f"claims rank {r}, as {seen[r]} does: give one trace per rank", path=str(f.path))
         seen[r] = f.path
     run_id = run_id or run_name([f.path for f in files])
-    return [(f, run_id, r, h) for f, r, h in zip(files, ranks, how, strict=True)], notes  # type: ignore[misc]
+    return [(f, run_id, r, h) for f, r, h in zip(files, numbered, how, strict=True)], notes

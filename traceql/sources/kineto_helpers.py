@@ -21,7 +21,7 @@ import subprocess
 import sys
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from traceql.analyzers.units import MIB
 from traceql.errors import TraceqlError
@@ -84,7 +84,7 @@ class _Helper:
         while self.waiting:
             nxt = self.waiting.pop(0)
             try:
-                out = pickle.load(self.proc.stdout)  # type: ignore[arg-type]
+                out = pickle.load(cast(IO[bytes], self.proc.stdout))  # stdout=PIPE: never None
             except (EOFError, OSError, pickle.UnpicklingError):
                 self.waiting.clear()
                 return None
@@ -97,7 +97,7 @@ class _Helper:
             self.proc.kill()
         self.proc.wait()
         with suppress(OSError):
-            self.proc.stdout.close()  # type: ignore[union-attr]
+            cast(IO[bytes], self.proc.stdout).close()
 
 
 class Helpers:

@@ -275,6 +275,6 @@ def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None, 
                 ranks, offset = _ranks(run_plan, attached, run, part)
                 _load_run(model, attached, ranks, kernels, offset, part)
             finally:
-                for f in attached:
-                    model.con.execute(f"DETACH {f.alias}")
+                for done in attached:
+                    model.con.execute(f"DETACH {done.alias}")
     return notes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import duckdb
 
@@ -123,7 +124,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from:
                      "read from a temporary copy, those bytes shown as U+FFFD")
     try:
         info = dict(con.execute(f"SELECT name, value FROM {alias}.{meta}").fetchall()) if meta else {}
-        start = con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone()[0] \
+        start = cast("tuple[Any]", con.execute(f"SELECT min(utcEpochNs) FROM {alias}.{SESSION_START}").fetchone())[0] \
             if SESSION_START in tables else None
     except READ_ERRORS as exc:
         raise fail(path, exc) from exc

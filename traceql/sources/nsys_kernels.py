@@ -8,6 +8,8 @@ the row).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import duckdb
 import polars as pl
 
@@ -35,7 +37,7 @@ def read_launches(con: duckdb.DuckDBPyConnection, f: NsysFile, where: str = "TRU
 
 def rows(con: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
     """A query's result as a polars frame, read whole: DuckDB then builds the Arrow arrays on every core."""
-    return pl.from_arrow(con.sql(query).fetch_arrow_table(), rechunk=False)  # type: ignore[return-value]
+    return cast(pl.DataFrame, pl.from_arrow(con.sql(query).fetch_arrow_table(), rechunk=False))  # a table: a frame
 
 
 def _strings(f: NsysFile, unknown: bool) -> str:
@@ -98,7 +100,7 @@ def read_kernels(con: duckdb.DuckDBPyConnection, f: NsysFile, where: str = "TRUE
             n = int(kernels["_unknown"].sum())
             _unknown(con, f)
             kernels = _query(con, f, unknown=True, where=where)
-            example = con.execute(f"SELECT min(id) FROM _unknown_{f.alias}").fetchone()[0]  # type: ignore[index]
+            example = cast("tuple[Any]", con.execute(f"SELECT min(id) FROM _unknown_{f.alias}").fetchone())[0]
             con.execute(f"DROP TABLE _unknown_{f.alias}")
             notes.append(f"warning: {f.path}: kernels: {n:,} kernels name string ids that its StringIds table "
                          f"lacks (e.g. {example}): kept, named <unknown string ID>")

@@ -5,6 +5,8 @@ every activity of its processes, narrow, for their time breakdown (which no wind
 
 from __future__ import annotations
 
+from typing import cast
+
 import duckdb
 import polars as pl
 
@@ -69,7 +71,7 @@ def read_context(con: duckdb.DuckDBPyConnection, f: NsysFile, part: Part, kernel
     compute = kernels.filter(pl.col("kind") == "compute")
     if part.window is None or compute.is_empty():
         return kernels.select("pid", "device", "start_ns", "end_ns", "kind", "collective").head(0)
-    lo, hi = compute["start_ns"].min(), compute["end_ns"].max()
+    lo, hi = cast(int, compute["start_ns"].min()), cast(int, compute["end_ns"].max())
     # its own communication kernels among them too: a union of intervals holds each once
     return rows(con, f"""
         WITH names AS (SELECT id, value, {kind_expr('value')} AS kind FROM {f.alias}.StringIds)

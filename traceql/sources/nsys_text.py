@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import duckdb
 
@@ -29,7 +30,7 @@ def readable(con: duckdb.DuckDBPyConnection, alias: str, tables: set[str]) -> bo
         if table not in tables:
             continue
         bad = " OR ".join(f'("{c}" IS NOT NULL AND TRY(decode("{c}"::BLOB)) IS NULL)' for c in columns)
-        if con.execute(f"SELECT count(*) FROM {alias}.{table} WHERE {bad}").fetchone()[0]:  # type: ignore[index]
+        if cast("tuple[int]", con.execute(f"SELECT count(*) FROM {alias}.{table} WHERE {bad}").fetchone())[0]:
             return False
     return True
 

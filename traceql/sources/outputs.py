@@ -15,7 +15,7 @@ import functools
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from traceql.errors import OptionError
 from traceql.sources import runfolder
@@ -62,7 +62,7 @@ def _os_errors(check: F) -> F:
         except OSError as exc:
             raise _refuse(option, path, f"cannot use it as an output ({exc.strerror or exc})") from None
 
-    return run  # type: ignore[return-value]
+    return cast(F, run)  # functools.wraps keeps the check's signature
 
 
 @_os_errors

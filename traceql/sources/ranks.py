@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 MAX_RANK = 2**31 - 1  # ranks are 32-bit in the model
@@ -23,8 +24,9 @@ class RankAssignment:
 
 def valid_rank(value: object) -> int | None:
     """``value`` as a rank: an integer from 0 to :data:`MAX_RANK` (not a bool, a float or text); else None."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK
-    return value if ok else None  # type: ignore[return-value]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_RANK:
+        return value
+    return None
 
 
 def _name_number(path: Path) -> str | None:
@@ -81,7 +83,7 @@ def assign_ranks(processes: dict[Path, list[int]], run_id: str | None = None) ->
     if one_run:
         run_id = run_id or run_name(paths)
         return [
-            RankAssignment(p, processes[p][0], run_id, r, "file name")
+            RankAssignment(p, processes[p][0], run_id, cast(int, r), "file name")  # no rank is None in one run
             for p, r in zip(paths, name_ranks, strict=True)
         ]
     out: list[RankAssignment] = []

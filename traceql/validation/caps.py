@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceql.validation.matrix import Configuration, Matrix, MatrixRun, Predicted
+from traceql.validation.whatifs import series_median
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,14 @@ def measured_ns(run: MatrixRun) -> float:
 
     ops, waits = _ops(run)
     steps = replay.steps(ops, waits=waits, ways=(), replay_trace=False).steps
-    return float(steps.filter(~pl.col("first"))["measured_ns"].median())
+    return series_median(steps.filter(~pl.col("first"))["measured_ns"])
 
 
 def predict(matrix: Matrix, source: Configuration, target: Configuration) -> CapPrediction:
     """``source``'s stock run priced at ``target``'s cap against ``target``'s stock runs (the median of theirs)."""
     steps = at_cap(matrix, source.stock[0], target.cap)
-    return CapPrediction(float(steps["replayed_ns"].median()), float(steps["bucket_cap_ns"].median()),
-                         statistics.median(measured_ns(r) for r in target.stock), float(steps["measured_ns"].median()))
+    return CapPrediction(series_median(steps["replayed_ns"]), series_median(steps["bucket_cap_ns"]),
+                         statistics.median(measured_ns(r) for r in target.stock), series_median(steps["measured_ns"]))
 
 
 def pairs(matrix: Matrix) -> list[tuple[Configuration, Configuration]]:

@@ -24,7 +24,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from traceql.errors import InputError
 
@@ -192,7 +192,7 @@ class Matrix:
         out: dict[tuple, Configuration] = {}
         for r in sorted(self.runs, key=lambda r: (r.gpu, r.model, r.world, r.cap or 0, r.repeat)):
             if r.role in ("stock", "serial"):
-                key = (r.gpu, r.model, r.world, r.cap)
+                key = (r.gpu, r.model, r.world, cast(int, r.cap))  # a stock or serialized run's name has its cap
                 cfg = out.setdefault(key, Configuration(*key, twin=self.twin(r.gpu, r.model)))
                 getattr(cfg, r.role).append(r)
         return [c for c in out.values() if c.stock]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
@@ -34,7 +34,7 @@ def known_sign(r: dict[str, Any]) -> bool:
     return r["real_low_ms"] > 0 or r["real_high_ms"] < 0
 
 
-def _serial_lines(rows: list[dict[str, Any]], title: str) -> list[tuple[str, ...]]:
+def _serial_lines(rows: list[dict[str, Any]], title: str) -> list[tuple[str, str, str, str]]:
     worst = lambda v: max(v, key=abs)  # noqa: E731
     for r in rows:
         r["saving_gap_ms"] = r["saves_predicted_ms"] - r["saves_real_ms"]
@@ -50,7 +50,7 @@ def _serial_lines(rows: list[dict[str, Any]], title: str) -> list[tuple[str, ...
     return out
 
 
-def _summary(res: dict[str, Any]) -> list[tuple[str, ...]]:
+def _summary(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     lab, ser, inj = res["labels"], res["serialized"], res["injected"]
     lines = [("detector F1, leave-one-model-out", *_spread(lab, "f1", min, ".3f")),
              ("  without kernels within 3 % of 1.2x", *_spread(lab, "f1_far", min, ".3f")),
@@ -76,7 +76,7 @@ def _summary(res: dict[str, Any]) -> list[tuple[str, ...]]:
     return lines
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], right: int = 1) -> list[str]:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: int = 1) -> list[str]:
     """A markdown table; columns from ``right`` on are right-aligned."""
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     def line(cells: tuple[str, ...]) -> str:

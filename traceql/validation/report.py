@@ -38,7 +38,8 @@ def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[d
     (``baselines.learned``) learned from the other models' runs, and the band and contamination with the best
     mean F1 over them; and the factors learned from every model (``all``: what ``detect`` ships) and without each
     model (its name); and each setting's mean F1 over every run (with the factors learned without its model)."""
-    rows, grid, truths, learned = [], {}, {}, []
+    rows: list[dict[str, Any]] = []
+    grid, truths, learned = {}, {}, []
     stock = [run for cfg in matrix.configurations() if cfg.twin is not None for run in cfg.stock]  # no twin: unlabelled
     for i, run in enumerate(stock, 1):
         progress(f"estimates {i}/{len(stock)}: {run.name}")
@@ -67,7 +68,8 @@ def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[d
     return rows, {"all": learn(every).rows(), **{f: t.rows() for f, t in sorted(factors.items())}}, grid_means
 
 
-def _serial_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], ...]:
+def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, float]]:
     """Per configuration of one host, and per configuration over every host of its GPU kind (``pooled``: light
     repeats included), the serialized what-if with the collectives' speed alone fitted on the other models'
     configurations (leave-one-model-out); and the fit on every configuration (what ``whatif`` ships)."""

@@ -16,13 +16,18 @@ first captured step left out, medians over the steps.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.validation.matrix import MatrixRun, Pooled, Predicted
+
+if TYPE_CHECKING:
+    from polars._typing import ColumnNameOrSelector, PolarsDataType
 
 SPIN = "spin_kernel"  # the GPU delay's kernel (torch.cuda._sleep)
 BACK_TO_BACK_NS = 3_000  # one all-reduce starting this soon after the one before it ended: back to back
@@ -37,6 +42,11 @@ def replayed_steps(run: MatrixRun) -> pl.DataFrame:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def series_median(values: pl.Series) -> float:
+    """The median of a column of step times (polars types it as any value: here a number)."""
+    return float(cast(float, values.median()))
 
 
 @dataclass(frozen=True)
@@ -116,14 +126,14 @@ def measured_steps(run: MatrixRun) -> pl.DataFrame:
     steps = steps.select(pl.col("step").cast(pl.Int32), "measured_ns")
     gaps = hook_gaps(run) if run.role == "serial" else pl.DataFrame(schema={"step": pl.Int32, "gap_ns": pl.Int64})
     return (steps.join(gaps, on="step", how="left").with_columns(pl.col("gap_ns").fill_null(0))
-            .cast(MEASURED).sort("step"))  # type: ignore[arg-type]
+            .cast(cast("Mapping[ColumnNameOrSelector | PolarsDataType, PolarsDataType]", MEASURED)).sort("step"))
 
 
 def _serial_ns(runs: list[MatrixRun]) -> tuple[float, float]:
     """Serialized runs' measured step less the hook's gaps, and the gaps (the median of each run's median)."""
     steps = [measured_steps(r) for r in runs]
-    return (median([float((s["measured_ns"] - s["gap_ns"]).median()) for s in steps]),
-            median([float(s["gap_ns"].median()) for s in steps]))
+    return (median([series_median(s["measured_ns"] - s["gap_ns"]) for s in steps]),
+            median([series_median(s["gap_ns"]) for s in steps]))
 
 
 def serialized(stock: list[MatrixRun], serial: list[MatrixRun], comm: CommAlone | None = None) -> Serialized:
@@ -131,8 +141,8 @@ def serialized(stock: list[MatrixRun], serial: list[MatrixRun], comm: CommAlone 
     runs' measured one less the hook's gaps (:func:`hook_gaps`; several runs of a noisy configuration: the
     median of each run's median)."""
     s = [serialized_steps(r, comm) for r in stock]
-    return Serialized(median([float(x["measured_ns"].median()) for x in s]),
-                      median([float(x["serialized_ns"].median()) for x in s]), *_serial_ns(serial))
+    return Serialized(median([series_median(x["measured_ns"]) for x in s]),
+                      median([series_median(x["serialized_ns"]) for x in s]), *_serial_ns(serial))
 
 
 @dataclass(frozen=True)
@@ -165,12 +175,12 @@ def saving_interval(stock_ns: list[float], serial_ns: list[float]) -> tuple[floa
 def pooled(p: Pooled, comm: CommAlone | None = None) -> PooledSerialized:
     """The serialized what-if of ``p``'s traced stock runs against all its runs (:class:`PooledSerialized`)."""
     s = [serialized_steps(r, comm) for r in p.traced]
-    stock = [float(measured_steps(r)["measured_ns"].median()) for r in p.stock]
+    stock = [series_median(measured_steps(r)["measured_ns"]) for r in p.stock]
     serial_steps = [measured_steps(r) for r in p.serial]
-    serial = [float((x["measured_ns"] - x["gap_ns"]).median()) for x in serial_steps]
-    gaps = median([float(x["gap_ns"].median()) for x in serial_steps])
-    saving = median([float((x["serialized_ns"] - x["measured_ns"]).median()) for x in s])
-    return PooledSerialized(median(stock), median([float(x["serialized_ns"].median()) for x in s]), median(serial),
+    serial = [series_median(x["measured_ns"] - x["gap_ns"]) for x in serial_steps]
+    gaps = median([series_median(x["gap_ns"]) for x in serial_steps])
+    saving = median([series_median(x["serialized_ns"] - x["measured_ns"]) for x in s])
+    return PooledSerialized(median(stock), median([series_median(x["serialized_ns"]) for x in s]), median(serial),
                             gaps, saving_ns=saving, real_interval_ns=saving_interval(stock, serial))
 
 
@@ -204,8 +214,8 @@ def without_straggler(run: MatrixRun) -> Injected:
     hit = steps.filter(pl.col("step").is_in(inj.get("steps", [])))
     rest = steps.filter(~pl.col("step").is_in(inj.get("steps", [])))
     named = hit.height > 0 and (hit["straggler_rank"] == inj.get("rank")).fill_null(False).all()
-    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), float(hit["measured_ns"].median()),
-                    float(rest["measured_ns"].median()), float(hit["without_straggler_ns"].median()), bool(named))
+    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), series_median(hit["measured_ns"]),
+                    series_median(rest["measured_ns"]), series_median(hit["without_straggler_ns"]), bool(named))
 
 
 def shortened_delay(run: MatrixRun) -> Injected:
@@ -230,6 +240,6 @@ def shortened_delay(run: MatrixRun) -> Injected:
                          ways=("without_contention_ns",)).steps.filter(~pl.col("first"))
     hit = steps.filter(pl.col("step").is_in(inj.get("steps", [])))
     rest = steps.filter(~pl.col("step").is_in(inj.get("steps", [])))
-    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), float(hit["measured_ns"].median()),
-                    float(rest["measured_ns"].median()), float(hit["without_contention_ns"].median()),
+    return Injected(run.name, int(inj.get("rank", -1)), list(inj.get("steps", [])), series_median(hit["measured_ns"]),
+                    series_median(rest["measured_ns"]), series_median(hit["without_contention_ns"]),
                     int(ops["_case"].sum()) == len(inj.get("steps", [])))

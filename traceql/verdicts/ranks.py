@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -100,8 +100,9 @@ def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
     """One note per run on the ranks that held the others yet cost their steps little."""
     out = []
     for (run_id,), part in cheap.group_by("run_id", maintain_order=True):
+        most = cast(int, part["cost_ns"].max())  # an Int64 column: whole ns
         out.append(f"note: {run_id}: ranks held the others in {step_list(part['step'].to_list())} but cost them "
-                   f"{part['cost_ns'].max() / 1e6:,.1f} ms at most (under {MIN_COST_SHARE:.0%} of a step, by the "
+                   f"{most / 1e6:,.1f} ms at most (under {MIN_COST_SHARE:.0%} of a step, by the "
                    "replay): no straggler named")
     return out
 

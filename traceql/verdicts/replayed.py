@@ -4,7 +4,7 @@ without each cause; per run, a verdict a person can act on (`whatif`; `ranks` pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -83,7 +83,8 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
     pct = round(100 * contention / step_ns, 2) if contention is not None and step_ns else None
     held = judged.filter(pl.col("straggler_rank").is_not_null()).with_columns(
         (pl.col("replayed_ns") - pl.col("without_straggler_ns")).alias("cost_ns"))
-    stragglers = [{"rank": rank, "steps": part["step"].to_list(), "cost_ns": round(part["cost_ns"].median())}
+    stragglers = [{"rank": rank, "steps": part["step"].to_list(),
+                   "cost_ns": round(cast(float, part["cost_ns"].median()))}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
     out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks, clocks_agree)
     cases = int(judged["cases"].sum()) if judged.height else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -116,7 +116,7 @@ def _cap_line(steps: pl.DataFrame, cap: Rebucketing, bounds: dict[str, str]) -> 
     if judged.is_empty():
         return (f"at {cap.cap_mb:g} MB buckets: no step to price (its steps do not reduce the {len(cap.old)} "
                 "gradient all-reduces of its own buckets)")
-    step = float(judged["bucket_cap_ns"].median())
-    change = float((judged["bucket_cap_ns"] - judged["replayed_ns"]).median())
+    step = float(cast(float, judged["bucket_cap_ns"].median()))
+    change = float(cast(float, (judged["bucket_cap_ns"] - judged["replayed_ns"]).median()))
     err = f", {bounds['cap']}" if "cap" in bounds else ""
     return f"at {cap.cap_mb:g} MB buckets ({buckets}): {step / 1e6:,.1f} ms a step ({change / 1e6:+,.2f} ms{err})"
