@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -122,8 +122,7 @@ def detect(
         InputError: for inputs that cannot be read as traces, baselines or metrics.
     """
     check(workers, scheduler)
-    # format_for takes str as well (it calls Path itself); Path(out) here would respell the name in its error
-    out_format = format_for(cast(Path, out)) if out is not None else None
+    out_format = format_for(out) if out is not None else None
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
                   outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None

@@ -92,7 +92,7 @@ def _serialized(df: pl.DataFrame, fmt: str) -> bytes:
 FRAME_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
 
 
-def format_for(path: Path, option: str = "--out") -> str:
+def format_for(path: str | Path, option: str = "--out") -> str:
     """The frame format a file name asks for by its suffix; OptionError for any other suffix."""
     fmt = FRAME_SUFFIXES.get(Path(path).suffix.lower())
     if fmt is None:

@@ -31,13 +31,9 @@ class CapPrediction(Predicted):
     measured_ns: float  # the other cap's stock run
     own_ns: float  # the run's own step, measured
 
-    @property
-    def change_predicted_ns(self) -> float:
-        return self.predicted_ns - self.replayed_ns
-
-    @property
-    def change_real_ns(self) -> float:
-        return self.measured_ns - self.own_ns
+    def before(self) -> tuple[float, float]:
+        """The run's own step: replayed (what the prediction moves), measured (what the other cap's run moved)."""
+        return self.replayed_ns, self.own_ns
 
 
 def gradients_file(matrix: Matrix, run: MatrixRun) -> Path:

@@ -35,15 +35,28 @@ STEPS_FILE = "steps.json"  # a light run's measured steps (``bench/groundtruth/l
 
 
 class Predicted:
-    """A what-if's answer against the real run of its counterfactual (ns): its relative error."""
+    """A what-if's answer against the real run of its counterfactual (ns): its relative error, and the change
+    it predicts from the step it starts from against the change the real run shows (:meth:`before`)."""
 
     predicted_ns: float
     measured_ns: float
+
+    def before(self) -> tuple[float, float]:
+        """The steps the predicted and the real change are measured from."""
+        raise NotImplementedError
 
     @property
     def error(self) -> float:
         """(predicted - measured) / measured."""
         return (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+    @property
+    def change_predicted_ns(self) -> float:
+        return self.predicted_ns - self.before()[0]
+
+    @property
+    def change_real_ns(self) -> float:
+        return self.measured_ns - self.before()[1]
 
 
 def default_root() -> Path:

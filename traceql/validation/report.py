@@ -88,7 +88,7 @@ def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
                      "wait_us": comm.wait_ns / 1e3, "share": comm.share,
                      "runs": len(cfg.stock), "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
                      "measured_ms": s.measured_ns / 1e6, "hook_ms": s.hook_ns / 1e6, "error": s.error,
-                     "saves_predicted_ms": s.saving_predicted_ns / 1e6, "saves_real_ms": s.saving_real_ns / 1e6})
+                     "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6})
     every = fit([p for c in configs for p in pairs[c.name]])
     pooled = []
     for p in matrix.pooled():
@@ -100,7 +100,7 @@ def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
                        "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
                        "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
                        "measured_ms": s.measured_ns / 1e6, "error": s.error,
-                       "saves_predicted_ms": s.saving_predicted_ns / 1e6, "saves_real_ms": s.saving_real_ns / 1e6,
+                       "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
                        "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6})
     return rows, pooled, {"wait_ns": every.wait_ns, "share": every.share}
 

@@ -58,13 +58,9 @@ class Serialized(Predicted):
     measured_ns: float  # less the hook's gaps (:func:`hook_gaps`)
     hook_ns: float = 0.0  # the gaps taken out
 
-    @property
-    def saving_predicted_ns(self) -> float:
-        return self.predicted_ns - self.stock_ns
-
-    @property
-    def saving_real_ns(self) -> float:
-        return self.measured_ns - self.stock_ns
+    def before(self) -> tuple[float, float]:
+        """The stock step, both ways: what overlapping saves is the serialized step less it."""
+        return self.stock_ns, self.stock_ns
 
 
 def serialized_steps(run: MatrixRun, comm: CommAlone | None = None) -> pl.DataFrame:
