@@ -150,7 +150,7 @@ class PooledSerialized(Serialized):
     real_interval_ns: tuple[float, float] = (float("nan"), float("nan"))  # :func:`saving_interval`
 
     @property
-    def saving_predicted_ns(self) -> float:
+    def change_predicted_ns(self) -> float:
         return self.saving_ns
 
 
