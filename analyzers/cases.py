@@ -43,7 +43,7 @@ def signature_instances(labelled: pl.DataFrame) -> pl.DataFrame:
     return labelled.group_by("run_id", "signature").agg(pl.len().cast(pl.Int64).alias("instances"))
 
 
-def top_of(cases: pl.DataFrame, instances: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+def top_of(cases: pl.DataFrame, instances: pl.DataFrame, top: int) -> pl.DataFrame:
     """The slowed signatures of each run by time lost, from the cases (:data:`CASE_COLUMNS`, in the run's
     order) and every signature's instances (:func:`signature_instances`: counts of ranks read apart add up)."""
     instances = instances.group_by("run_id", "signature").agg(pl.col("instances").sum())
@@ -65,7 +65,7 @@ def top_of(cases: pl.DataFrame, instances: pl.DataFrame, top: int = 10) -> pl.Da
     )
 
 
-def top_signatures(labelled: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+def top_signatures(labelled: pl.DataFrame, top: int) -> pl.DataFrame:
     """The slowed signatures of each run by time lost: cases, median slowdown ratio, typical concurrent
     collective."""
     cases = labelled.filter(pl.col("is_slowdown")).select(CASE_COLUMNS)

@@ -30,7 +30,7 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.render import kernel_cell, print_ranks
-from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.options import PAIRED_FACTOR, TOP
 
 
 @guarded
@@ -42,7 +42,7 @@ def detect(
     ] = None,
     fmt: FormatOption = Format.table,
     threshold: ThresholdOption = PAIRED_FACTOR,
-    top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = 10,
+    top: Annotated[int, typer.Option(help="how many slowed signatures to list", min=1)] = TOP,
     metrics: Annotated[
         list[Path] | None,
         typer.Option("--metrics", "-m", help="ncu CSV(s) of the same workload: adds ncu_* metrics to --out rows"),

@@ -12,7 +12,7 @@ import polars as pl
 from traceql.errors import TraceqlError
 from traceql.export.files import format_for, sink_parquet, write_frame, write_frames
 from traceql.labelling.inputs import Baseline, read_metrics
-from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.options import PAIRED_FACTOR, TOP
 from traceql.labelling.request import Request, request
 from traceql.labelling.result import DetectResult, StoredRows, merge
 from traceql.parallel import Pool, Progress, check, disk_bytes
@@ -64,7 +64,7 @@ def detect(
     *,
     baseline: Sequence[str | Path] | None = None,
     threshold: float = PAIRED_FACTOR,
-    top: int = 10,
+    top: int = TOP,
     detector: SlowdownDetector | None = None,
     hta_compat: bool = False,
     metrics: Sequence[str | Path] | None = None,

@@ -50,6 +50,7 @@ from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.core import baseline_notes, detector_for, no_kernels
 from traceql.labelling.modes import LabelSource, choose
+from traceql.labelling.options import TOP
 from traceql.labelling.passes import (
     Labelled,
     Read,
@@ -168,7 +169,7 @@ def _fit(run: Run, counts: list[int], detector: Any, inputs: Callable[[], np.nda
     return detector
 
 
-def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: int = 10, detector: Any = None,
+def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: int = TOP, detector: Any = None,
                   progress: Progress | None = None, then: Then | None = None) -> DetectResult:
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
     on disk (:class:`StoredRows`), in a folder that lives as long as the result. With ``then`` (and

@@ -29,6 +29,7 @@ from traceql.labelling.core import (
 )
 from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.modes import choose
+from traceql.labelling.options import TOP
 from traceql.labelling.result import DetectResult, rank_summary
 from traceql.model import schema
 from traceql.parallel import preload
@@ -66,7 +67,7 @@ def _with_metrics(labelled: pl.DataFrame, ncu: pl.DataFrame) -> tuple[pl.DataFra
 
 
 def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: float = PAIRED_FACTOR,
-          top: int = 10, detector: SlowdownDetector | None = None, hta_compat: bool = False,
+          top: int = TOP, detector: SlowdownDetector | None = None, hta_compat: bool = False,
           metrics: pl.DataFrame | None = None, single_trace: bool = False) -> DetectResult:
     """Label every compute kernel of ``timeline``: against ``baseline`` when given, else against its isolated
     steps, else (or with ``single_trace``, its isolated steps hidden) by the detector (``detector``, else the

@@ -8,7 +8,9 @@ import math
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.errors import OptionError
 
-__all__ = ["NO_CHANGE_PCT", "PAIRED_FACTOR", "finite", "threshold"]
+__all__ = ["NO_CHANGE_PCT", "PAIRED_FACTOR", "TOP", "finite", "threshold"]
+
+TOP = 10  # the slowed signatures a result lists (`detect --top`)
 
 
 # `diff`: a median step time within ±2 % of BEFORE's is "no change". On the shared H200 corpus the median step

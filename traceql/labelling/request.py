@@ -13,7 +13,7 @@ from traceql.labelling import options
 from traceql.labelling.by_rank import Settings, Then, label_by_rank, scratch
 from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
 from traceql.labelling.label import import_detector, label
-from traceql.labelling.options import PAIRED_FACTOR
+from traceql.labelling.options import PAIRED_FACTOR, TOP
 from traceql.labelling.result import DetectResult
 from traceql.parallel import Pool, Progress
 from traceql.sources import inputs
@@ -70,7 +70,7 @@ class Request:
         return timeline, label(timeline, baseline=baseline, threshold=self.threshold, hta_compat=self.hta_compat,
                                single_trace=self.single_trace, **more)
 
-    def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = 10,
+    def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = TOP,
                       detector: Any = None, progress: Progress | None = None, then: Then | None = None,
                       ) -> DetectResult:
         """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool``

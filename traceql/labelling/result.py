@@ -12,6 +12,7 @@ import polars as pl
 from traceql.analyzers.cases import rank_cases
 from traceql.analyzers.causes import CAUSES, HELD
 from traceql.labelling.modes import LabelSource, combine
+from traceql.labelling.options import TOP
 from traceql.model import schema
 
 
@@ -256,7 +257,7 @@ def _weighted(rates: list[tuple[float | None, int]]) -> float | None:
     return sum(r * n for r, n in known) / weight if weight else None
 
 
-def merge(results: list[DetectResult], *, top: int = 10) -> DetectResult:
+def merge(results: list[DetectResult], *, top: int = TOP) -> DetectResult:
     """One result from the runs' results, in the order given: ranks, steps and kernels one after another,
     the ``top`` slowed signatures of them all, notes once each. The baseline match rate is weighted by each
     run's compute kernels; the Nsight Compute match rate (a share of the profiled launches, which every run
