@@ -6,7 +6,8 @@
 - ``inputs``: a trace's timeline, an isolated run and Nsight Compute metrics, each read once;
 - ``modes``: which label source applies (paired, in-run, detector) and the sentence that says so;
 - ``core``: what labelling a run whole and a rank at a time share (kernels prepared, the detector, labels);
-- ``label``: a run labelled whole; ``by_rank`` a run labelled a shard at a time (its ``passes``);
+- ``label``: a run labelled whole; ``by_rank`` a run labelled a shard at a time (its ``passes``, and ``judged``
+  the rows its detector is fitted on);
 - ``result``: the labelled result, its per-rank summary and the merge of several runs' results;
 - ``options``: the options checked once, and their defaults.
 

@@ -49,6 +49,7 @@ from traceql.analyzers.replay.windows import Mapper, Stored
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.core import baseline_notes, detector_for, no_kernels
+from traceql.labelling.judged import detector_matrix, sampled_rows
 from traceql.labelling.modes import LabelSource, choose
 from traceql.labelling.options import TOP
 from traceql.labelling.passes import (
@@ -56,13 +57,11 @@ from traceql.labelling.passes import (
     Read,
     Run,
     Settings,
-    detector_matrix,
     features,
     label,
     ordered_rows,
     place,
     read,
-    sampled_rows,
     statistics,
 )
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
