@@ -49,18 +49,21 @@ def _median(xs: list[float]) -> float | None:
 
 
 def step_summary(result: dict[str, Any]) -> dict[str, Any]:
-    """Step times of a rank: the window's normal steps, the steps outside it (last epoch), and what the
-    isolated steps cost: their median and their total as a share of the window's normal steps."""
+    """Step times of a rank: the window's normal steps, the steps outside it (last epoch), every untraced step
+    (the normal steps outside the window but the run's first, in order: outside the capture they run at the
+    speed of a run without the profiler), and what the isolated steps cost: their median and their total as a
+    share of the window's normal steps."""
     times = result.get("step_times_ms") or []
     normal = [t for t in times if not t.get("isolated")]
     window = [t["ms"] for t in normal if t.get("window")]
     isolated = [t["ms"] for t in times if t.get("isolated")]
     last_epoch = max((t["epoch"] for t in times), default=None)
     unprofiled = [t["ms"] for t in normal if not t.get("window") and t["epoch"] == last_epoch]
+    untraced = [t["ms"] for t in normal[1:] if not t.get("window")]  # the first: warm-up
     cost = round(100 * sum(isolated) / sum(window), 2) if isolated and window else None
     return {"steps": len(normal), "window_median_ms": _median(window), "outside_window_median_ms": _median(unprofiled),
-            "window_ms": [round(x, 3) for x in window], "isolated_steps": len(isolated),
-            "isolated_median_ms": _median(isolated), "isolated_cost_pct": cost}
+            "window_ms": [round(x, 3) for x in window], "untraced_ms": [round(x, 3) for x in untraced],
+            "isolated_steps": len(isolated), "isolated_median_ms": _median(isolated), "isolated_cost_pct": cost}
 
 
 def build(run: Path, base: dict[str, Any], status: str, exit_codes: dict[int, int | None],

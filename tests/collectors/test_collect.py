@@ -104,6 +104,10 @@ def test_timing_only_collection(invoke, tmp_path: Path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["files"]["traces"] == [] and all(r["window_median_ms"] > 0 for r in manifest["ranks"])
     assert [r["profiled"] for r in manifest["ranks"]] == [False, False]
+    for rank in manifest["ranks"]:  # every step outside the window but the first (warm-up), in order
+        times = json.loads((out / "results" / f"rank{rank['rank']}.json").read_text())["step_times_ms"]
+        outside = [round(t["ms"], 3) for t in times if not t["window"] and not t.get("isolated")]
+        assert rank["untraced_ms"] == outside[1:] and len(outside) > 2
     detect = invoke("detect", out)
     assert detect.exit_code == 2 and "collected with --profiler none" in detect.stderr
 

@@ -4,9 +4,9 @@ shipped runs, and the files `detect --out`, `report` and `export perfetto` write
 
 :data:`BASE`'s code is taken from the repository's history (``git archive``) and run beside the current code by
 the same driver (``driver.py``), each in a process of its own; the outputs are compared byte for byte (the
-report's random plot ids and the minute it was made masked). When a change is meant to alter an output, the
-commit that makes it moves :data:`BASE` to its own parent and says why. Skipped where the
-checkout has no history (an unpacked archive)."""
+report's random plot ids and the minute it was made masked). A change meant to alter an output is followed by
+a commit that moves :data:`BASE` to it, saying why. Skipped where the checkout has no history (an unpacked
+archive)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-BASE = "e902c39d6e4607248b59d090abb7b2d18508c4c3"
+BASE = "4a2ba1920ca7efab9706df28f85c23d04df0c183"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made

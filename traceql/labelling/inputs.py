@@ -13,11 +13,14 @@ from traceql.analyzers.baselines.isolated import communicating, other_comm, outs
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.analyzers.partial import comm_devices, partial_notes
 from traceql.analyzers.step_breakdown import STEP_KEY
+from traceql.analyzers.untraced import inflation_note, untraced
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
 from traceql.sources import inputs
+from traceql.sources.buckets import run_folder
 from traceql.sources.ncu import read_ncu
+from traceql.sources.runfolder import injected_steps, read_manifest, run_name, step_times
 from traceql.sources.shards import Shard
 from traceql.trace import Trace, read_trace
 
@@ -150,3 +153,17 @@ def read_metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
         if f.fmt != "ncu-csv":
             raise InputError("not an Nsight Compute CSV (give ncu --csv --page raw|details output)", path=str(f.path))
     return with_signature(pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed"))
+
+
+def profiler_notes(runs: Sequence[Sequence[Path] | None]) -> list[str]:
+    """A note for each of ``runs`` (their inputs; None: the embedded example) whose steps took longer traced than
+    untraced by more than ``analyzers.untraced.INFLATION_SAID`` (from what its run folder's ranks recorded)."""
+    out = []
+    for paths in runs:
+        folder = run_folder(list(paths) if paths is not None else None)
+        if folder is not None:
+            manifest = read_manifest(folder) or {}
+            found = untraced(step_times(folder), injected_steps(manifest))
+            note = inflation_note(run_name(folder, manifest), found)
+            out += [note] if note else []
+    return out

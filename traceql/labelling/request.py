@@ -11,7 +11,7 @@ from typing import Any
 
 from traceql.labelling import options
 from traceql.labelling.by_rank import Settings, Then, label_by_rank, scratch
-from traceql.labelling.inputs import Baseline, Timeline, read_baseline, read_timeline
+from traceql.labelling.inputs import Baseline, Timeline, profiler_notes, read_baseline, read_timeline
 from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR, TOP
 from traceql.labelling.result import DetectResult
@@ -55,8 +55,9 @@ class Request:
         return split_runs(self.paths)
 
     def notes(self) -> list[str]:
-        """What the inputs themselves call for saying (``traceql.sources.runs.input_notes``)."""
-        return input_notes(self.paths)
+        """What the inputs themselves call for saying (``traceql.sources.runs.input_notes``), and the profiler's
+        cost to each run's steps where it recorded its untraced steps and they differ (``inputs.profiler_notes``)."""
+        return [*input_notes(self.paths), *profiler_notes(self.runs())]
 
     def read_baseline(self) -> Baseline | None:
         """The isolated runs given, read once (None without)."""

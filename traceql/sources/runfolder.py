@@ -8,6 +8,7 @@ from typing import Any
 
 from traceql.collectors import manifest as run_manifest
 from traceql.errors import InputError
+from traceql.jsonfile import load_json
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest is a few kB: anything far larger is not one
@@ -56,3 +57,31 @@ def trace_paths(path: Path, manifest: dict[str, Any]) -> list[Path]:
                else f"a run folder with no traces (status {manifest.get('status')}; see its logs/)")
         raise InputError(why, path=str(path))
     return [Path(path) / rel for rel in traces]
+
+
+def step_times(folder: Path) -> list[list[dict[str, Any]]]:
+    """Each rank's step times as `traceql collect` recorded them (``results/rank<r>.json``'s ``step_times_ms``:
+    epoch, step, ms, whether in the profiled window, whether isolated), the entries that are objects; a rank
+    result that cannot be read, or records none, gives nothing (the times only add a note)."""
+    out = []
+    for path in sorted((Path(folder) / "results").glob("rank*.json")):
+        try:
+            data = load_json(path)
+        except InputError:
+            continue
+        times = data.get("step_times_ms") if isinstance(data, dict) else None
+        if isinstance(times, list):
+            out.append([t for t in times if isinstance(t, dict)])
+    return out
+
+
+def injected_steps(manifest: dict[str, Any]) -> set[int]:
+    """The window steps a run's local_config made late (``straggler``, ``gpu_delay``: `traceql collect --set`)."""
+    local = (manifest.get("input") or {}).get("local_config") if isinstance(manifest.get("input"), dict) else None
+    out: set[int] = set()
+    for key in ("straggler", "gpu_delay"):
+        found = local.get(key) if isinstance(local, dict) else None
+        steps = found.get("steps") if isinstance(found, dict) else None
+        if isinstance(steps, list):
+            out |= {s for s in steps if isinstance(s, int) and not isinstance(s, bool)}
+    return out
