@@ -12,6 +12,10 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
 - batch ``d``: bucket-cap pairs only, where another cap moves the step (Llama-style at 25 and 1000 MB, GPT-2 at
   25 and 400 MB: every gradient, or the last several hundred MB, in the last bucket), 4 captured steps, no
   isolated steps and no twin (they are not labelled);
+- batches ``f`` and ``g``: models from libraries (torchvision's EfficientNet-B0, transformers' BART and Qwen2-MoE in
+  bf16 autocast, a two-tower recommender of embedding bags), launch-bound in part: each model's twin and its
+  stock and serialized runs on 2 GPUs at 25 MB, three times each (``f`` the first, with twins; ``g`` the other
+  two), their untraced steps (outside the capture) in each rank's result;
 - batch ``e``: repeats of the stock and serialized runs (a configuration's runs on every host of its GPU kind
   are pooled), 2 GPUs, then 4; no twin. They ship their measured step times alone (``lighten.py``): the size
   budget holds no more traces.
@@ -25,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 EXAMPLE = {"gpt2": "gpt2", "llama": "llama", "bert": "bert", "vit": "vit", "resnet50": "resnet50",
-           "resnet50b32": "resnet50"}
+           "resnet50b32": "resnet50", **{m: m for m in ("efficientnet", "bart", "qwen2moe", "twotower")}}
 BATCH = {"resnet50": 128, "resnet50b32": 32}
 STEPS, ISOLATED = 6, 2
 STRAGGLER = {"rank": 1, "steps": [3, 5], "sleep_ms": 30}
@@ -79,6 +83,7 @@ def stragglers(model: str) -> list[Run]:
 
 
 MODELS = ("gpt2", "llama", "bert", "vit", "resnet50")
+LIBRARY = ("efficientnet", "bart", "qwen2moe", "twotower")  # batches f and g
 
 
 def plan(kind: str) -> list[Run]:
@@ -87,6 +92,10 @@ def plan(kind: str) -> list[Run]:
     if kind == "d":
         return [Run(f"{m}-2g-cap{cap}-stock", m, 2, "stock", cap, steps=4)
                 for m, big in (("llama", 1000), ("gpt2", 400)) for cap in (25, big)]
+    if kind in ("f", "g"):
+        if kind == "f":
+            return [twin(m) for m in LIBRARY] + [r for m in LIBRARY for r in config_runs(m, 2, 25, repeats=3)[:2]]
+        return [r for m in LIBRARY for r in config_runs(m, 2, 25, repeats=3)[2:]]
     if kind == "e":
         runs = [r for cap in (2, 25) for m in MODELS for r in config_runs(m, 2, cap)]
         runs += config_runs("resnet50b32", 2, 25, repeats=3)
