@@ -12,6 +12,8 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
 - batch ``d``: bucket-cap pairs only, where another cap moves the step (Llama-style at 25 and 1000 MB, GPT-2 at
   25 and 400 MB: every gradient, or the last several hundred MB, in the last bucket), 4 captured steps, no
   isolated steps and no twin (they are not labelled);
+- batch ``h``: the two-tower's third stock and second and third serialized runs, then a fourth to sixth stock and
+  serialized run of each library model (shipped light: their steps, traced and untraced, without traces);
 - batches ``f`` and ``g``: models from libraries (torchvision's EfficientNet-B0, transformers' BART and Qwen2-MoE in
   bf16 autocast, a two-tower recommender of embedding bags), launch-bound in part: each model's twin and its
   stock and serialized runs on 2 GPUs at 25 MB, three times each (``f`` the first, with twins; ``g`` the other
@@ -92,6 +94,9 @@ def plan(kind: str) -> list[Run]:
     if kind == "d":
         return [Run(f"{m}-2g-cap{cap}-stock", m, 2, "stock", cap, steps=4)
                 for m, big in (("llama", 1000), ("gpt2", 400)) for cap in (25, big)]
+    if kind == "h":  # the two-tower's missing repeats, then more repeats of every library model (light)
+        more = [config_runs(m, 2, 25, repeats=6)[2 * r:2 * r + 2] for r in range(3, 6) for m in LIBRARY]
+        return config_runs("twotower", 2, 25, repeats=3)[3:] + [r for pair in more for r in pair]
     if kind in ("f", "g"):
         if kind == "f":
             return [twin(m) for m in LIBRARY] + [r for m in LIBRARY for r in config_runs(m, 2, 25, repeats=3)[:2]]
