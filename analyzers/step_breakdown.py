@@ -54,3 +54,10 @@ def step_breakdown(kernels: pl.DataFrame, memops: pl.DataFrame, steps: pl.DataFr
         idle_ns=gpu - grouped_lengths(part(pl.lit(True)), n),
         exposed_comm_ns=comm_ns - grouped_lengths(comm, n, other=compute))
     return out.cast(cast("Mapping[Any, type[pl.DataType]]", BREAKDOWN))
+
+
+def idle_share(breakdown: pl.DataFrame) -> float | None:
+    """The median share of a step its GPUs sat idle (``idle_ns / gpu_ns`` of :func:`step_breakdown`'s rows, a
+    rank's step a row), None without a step that ran on a GPU."""
+    busy = breakdown.filter(pl.col("gpu_ns") > 0)
+    return float(cast(float, (busy["idle_ns"] / busy["gpu_ns"]).median())) if busy.height else None

@@ -1,6 +1,7 @@
-"""Every verdict scored on the ground-truth matrix, CPU only: labels (leave-one-model-out), serialized, stragglers.
+"""Every verdict scored on the ground-truth matrix, CPU only: labels (leave-one-model-out), serialized, stragglers;
+the serialized what-if on the library models' runs too, and the intervals each class of run earned.
 
-    python bench/validate.py [--root datasets/groundtruth] [--write]
+    python bench/validate.py [--root datasets/groundtruth] [--library datasets/library] [--write]
 
 Prints the validation page; with ``--write`` also writes it to ``docs/validation.md``, the figures behind it
 to ``datasets/groundtruth/validation.json`` (a test keeps the page equal to what they render, and spot-checks
@@ -31,12 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", type=Path, default=None)
+    ap.add_argument("--library", type=Path, default=ROOT / "datasets" / "library",
+                    help="library models' runs: their serialized what-if scored too (launch-bound)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     t0 = time.perf_counter()
     matrix = load_matrix(args.root)
+    library = load_matrix(args.library) if args.library.is_dir() else None
     res = results(matrix, lambda text: print(f"{time.perf_counter() - t0:6.1f} s  {text}", file=sys.stderr,
-                                             flush=True))
+                                             flush=True), library)
     page = render(res)
     print(page)
     if args.write:

@@ -12,7 +12,7 @@ a step's figure is what that step alone would have taken (a step without a case 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -22,18 +22,22 @@ from traceql.analyzers.replay import removed, scenarios
 from traceql.analyzers.replay.alone import CommAlone
 from traceql.analyzers.replay.engine import Graph, Replayed, replay
 from traceql.analyzers.replay.graph import RunGraph, build
+from traceql.analyzers.replay.profiler import calibrated
 from traceql.analyzers.replay.without_straggler import without_stragglers
+from traceql.analyzers.stragglers import MIN_COST_SHARE
 
 STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_ns": pl.Int64,
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
          "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64,
-         "without_communication_ns": pl.Int64, "without_idle_ns": pl.Int64}
+         "without_communication_ns": pl.Int64, "without_idle_ns": pl.Int64, "untraced_ns": pl.Int64,
+         "untraced_serialized_ns": pl.Int64, "cpu_factor": pl.Float64}
 # what-ifs whose step is measured from the step's replayed start: they only take time out, and a step's first
 # activity may start sooner without idle (a later launch's) while its end is held (a straggler's step)
 ENDS_ONLY = ("without_communication_ns", "without_idle_ns")
 WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
         "without_contention_ns": "without contention", "serialized_ns": "serialized",
-        "without_communication_ns": "without communication", "without_idle_ns": "without idle"}
+        "without_communication_ns": "without communication", "without_idle_ns": "without idle",
+        "untraced_ns": "untraced", "untraced_serialized_ns": "untraced, serialized"}
 
 
 @dataclass
@@ -53,14 +57,17 @@ class WhatIf:
 
 def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
           baseline: pl.Series | None = None, stragglers: pl.DataFrame | None = None,
-          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True, comm: CommAlone | None = None) -> WhatIf:
+          ways: tuple[str, ...] = tuple(WAYS), replay_trace: bool = True, comm: CommAlone | None = None,
+          untraced: float | None = None) -> WhatIf:
     """One row per normal step of each run of ``ops`` (activities: ``graph.OP_COLUMNS``, on each run's common
     clock; ``cases``/``baseline``, aligned with ``ops``: whether each is a slowdown case and its baseline in
     ns); ``stragglers``: ``run_id``, ``step``, ``rank`` of each step's straggler. ``ways``: the what-ifs to
     replay (of :data:`WAYS`; the others' columns are null). Without ``replay_trace``, the steps as replayed
     are taken as measured (what the replay of the trace's own durations gives: ``graph``; tests hold it).
     ``comm``: the collectives' speed alone in the serialized what-if (default: fitted on the ground-truth
-    matrix, ``alone``)."""
+    matrix, ``alone``). ``untraced``: the run's untraced median step over its traced one, where it timed both:
+    the steps replayed with the CPU's time calibrated to it (``profiler``), as they are (``untraced_ns``) and
+    serialized (``untraced_serialized_ns``), and the factor (``cpu_factor``); null without."""
     if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
         return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
     ops = ops.with_columns(
@@ -79,7 +86,7 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
                                           np.unique(part[:rg.n_ops][is_case])),
         "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
         "without_communication_ns": lambda: (removed.without_communication(rg), None),
-        "without_idle_ns": lambda: (removed.without_idle(rg, named), None),
+        "without_idle_ns": lambda: (removed.without_idle(rg, _costly(rg, named, done, is_case)), None),
     }
     whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
     done = {"replayed_ns": whole}
@@ -87,7 +94,16 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
         if name in make:
             graph, changed = make[name]()
             done[name] = replay(graph, part, whole, only=changed)
+    factor = None
+    if untraced is not None and {"untraced_ns", "untraced_serialized_ns"} & set(ways):
+        cal = calibrated(rg, part, whole, untraced, lambda r: _median_step(rg, r, is_case))
+        factor = cal.factor
+        done["untraced_ns"] = cal.replayed
+        if "untraced_serialized_ns" in ways:
+            done["untraced_serialized_ns"] = replay(
+                scenarios.serialized(replace(rg, graph=cal.graph), is_case, base, comm), part, cal.replayed)
     frame = _spans(rg, done, is_case).with_columns(pl.lit(None, pl.Int64).alias(k) for k in WAYS if k not in done)
+    frame = frame.with_columns(pl.lit(factor, pl.Float64).alias("cpu_factor"))
     frame = frame.with_columns(pl.lit(None, pl.Int64).alias("bucket_cap_ns"))
     frame = frame.join(named.select("run_id", pl.col("step").cast(pl.Int32), pl.col("rank").alias("straggler_rank")),
                        on=["run_id", "step"], how="left")
@@ -95,6 +111,25 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
                   .sort("run_id", "step"),
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
                   rg.disordered)
+
+
+def _costly(rg: RunGraph, named: pl.DataFrame, done: dict[str, Replayed], is_case: np.ndarray) -> pl.DataFrame:
+    """The stragglers of ``named`` whose replay without them shows they cost their step at least
+    ``stragglers.MIN_COST_SHARE`` of it (all of them where that was not replayed): a rank that held the others
+    a little in a launch-bound run is its CPU's pace, which is the run's idle, not a straggler's own delay."""
+    if named.is_empty() or "without_straggler_ns" not in done:
+        return named
+    spans = _spans(rg, {k: done[k] for k in ("replayed_ns", "without_straggler_ns")}, is_case)
+    costly = spans.filter(pl.col("replayed_ns") - pl.col("without_straggler_ns")
+                          >= MIN_COST_SHARE * pl.col("replayed_ns")).select("run_id", pl.col("step").cast(pl.Int32))
+    return named.with_columns(pl.col("step").cast(pl.Int32)).join(costly, on=["run_id", "step"], how="semi")
+
+
+def _median_step(rg: RunGraph, done: Replayed, is_case: np.ndarray) -> float:
+    """The median of a replay's normal steps, the first captured one left out."""
+    spans = _spans(rg, {"x": done}, is_case)
+    judged = spans.filter(~pl.col("first"))
+    return float(cast(float, (judged if judged.height else spans)["x"].median()))
 
 
 def _steps_of(rg: RunGraph, part: np.ndarray, named: pl.DataFrame) -> np.ndarray:

@@ -58,7 +58,7 @@ def whatif(
         for line in verdict.lines:
             indented(line)
     if result.measured:
-        console.print(f"The what-if was {result.measured}.")
+        console.print(result.measured)
     g = result.graph
     console.print(f"replayed {g['activities']:,} GPU activities: {g['recorded']:,} waits recorded in the trace, "
                   f"{g['inferred']:,} inferred; {g['unexplained']:,} began later than anything explains (kept "

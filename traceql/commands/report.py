@@ -28,7 +28,7 @@ from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
 from traceql.verdicts.ranks import RanksResult, run_steps
 from traceql.verdicts.replayed import verdict
-from traceql.verdicts.whatif import run_errors
+from traceql.verdicts.whatif import run_class
 
 
 @dataclass
@@ -172,13 +172,13 @@ def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
     if ranked.replayed is None:
         return "<p>Not replayed: the ranks' clocks disagree (see the notes).</p>"
     done = ranked.replayed
-    bounds = run_errors(timeline, ranked)
+    cls = run_class(timeline, ranked)
     verdicts = []
     for run_id in done.steps["run_id"].unique(maintain_order=True).to_list():
         mine = done.steps.filter(pl.col("run_id") == run_id)
         ranks = timeline.ranks.filter(pl.col("run_id") == run_id).height
         comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-        v = verdict(run_id, mine, ranks, comm, bounds)
+        v = verdict(run_id, mine, ranks, comm, cls)
         verdicts.append(f"<p><b>{html.escape(run_id)}</b>: {html.escape(v.text)}.</p>")
     drawn = figure(figures.whatif_savings(done.steps)) if not done.steps.filter(~pl.col("first")).is_empty() else ""
     return (drawn + "".join(verdicts)

@@ -13,7 +13,7 @@ from traceql.analyzers.baselines.isolated import communicating, other_comm, outs
 from traceql.analyzers.breakdown import KIND_CODES, Batch, rank_breakdown_batches
 from traceql.analyzers.partial import comm_devices, partial_notes
 from traceql.analyzers.step_breakdown import STEP_KEY
-from traceql.analyzers.untraced import inflation_note, untraced
+from traceql.analyzers.untraced import Untraced, inflation_note, untraced
 from traceql.errors import InputError
 from traceql.model import schema
 from traceql.model.names import with_keys, with_signature
@@ -155,15 +155,23 @@ def read_metrics(paths: Sequence[str | Path]) -> pl.DataFrame:
     return with_signature(pl.concat([read_ncu(f.path).metrics for f in files], how="diagonal_relaxed"))
 
 
+def run_untraced(paths: Sequence[Path] | None) -> tuple[str, Untraced] | None:
+    """A run's name and its traced and untraced median steps (``analyzers.untraced``), from what its run
+    folder's ranks recorded (``paths``: its inputs; None: the embedded example); None without them."""
+    folder = run_folder(list(paths) if paths is not None else None)
+    if folder is None:
+        return None
+    manifest = read_manifest(folder) or {}
+    found = untraced(step_times(folder), injected_steps(manifest))
+    return None if found is None else (run_name(folder, manifest), found)
+
+
 def profiler_notes(runs: Sequence[Sequence[Path] | None]) -> list[str]:
     """A note for each of ``runs`` (their inputs; None: the embedded example) whose steps took longer traced than
-    untraced by more than ``analyzers.untraced.INFLATION_SAID`` (from what its run folder's ranks recorded)."""
+    untraced by more than ``analyzers.untraced.INFLATION_SAID`` (:func:`run_untraced`)."""
     out = []
     for paths in runs:
-        folder = run_folder(list(paths) if paths is not None else None)
-        if folder is not None:
-            manifest = read_manifest(folder) or {}
-            found = untraced(step_times(folder), injected_steps(manifest))
-            note = inflation_note(run_name(folder, manifest), found)
-            out += [note] if note else []
+        found = run_untraced(paths)
+        note = inflation_note(*found) if found else None
+        out += [note] if note else []
     return out

@@ -231,6 +231,11 @@ class Matrix:
         return self.root / run.gpu / "labels" / f"{run.name}.parquet"
 
 
+def family(model: str) -> str:
+    """The model a run's model name is a batch of (``resnet50b32`` is ResNet-50): what leave-one-out holds out."""
+    return re.sub(r"b\d+$", "", model)
+
+
 def load_matrix(root: str | Path | None = None) -> Matrix:
     """The matrix under ``root`` (default: the shipped ``datasets/groundtruth``): one folder per host batch
     (``<GPU kind>-<host>``, e.g. ``h100-a``), one run folder per run. InputError when there is none."""

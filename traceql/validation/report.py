@@ -8,7 +8,6 @@ with the best mean F1 over them, then scored on that model's runs alone.
 from __future__ import annotations
 
 import itertools
-import re
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -17,19 +16,14 @@ import polars as pl
 
 from traceql.analyzers.baselines.learned import learn
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
-from traceql.analyzers.replay.alone import fit
-from traceql.validation import caps, scoring, whatifs
-from traceql.validation.matrix import Matrix
+from traceql.analyzers.replay.alone import CommAlone, fit
+from traceql.validation import caps, classes, scoring, whatifs
+from traceql.validation.matrix import Matrix, family
 
 BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, PAIRED_FACTOR), (0.05, 0.1), (0.0, 0.01)
 # band, contamination, margin; at band = threshold the forest decides nothing: one contamination will do
 SETTINGS = [s for s in itertools.product(BANDS, CONTAMINATIONS, MARGINS)
             if s[0] < PAIRED_FACTOR or s[1] == CONTAMINATIONS[-1]]
-
-
-def family(model: str) -> str:
-    """The model a run's model name is a batch of (``resnet50b32`` is ResNet-50): what leave-one-out holds out."""
-    return re.sub(r"b\d+$", "", model)
 
 
 def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, Any],
@@ -101,8 +95,37 @@ def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
                        "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
                        "measured_ms": s.measured_ns / 1e6, "error": s.error,
                        "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
-                       "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6})
+                       "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6,
+                       "idle": s.idle, **_untraced_row(s)})
     return rows, pooled, {"wait_ns": every.wait_ns, "share": every.share}
+
+
+def _untraced_row(s: whatifs.PooledSerialized) -> dict[str, Any]:
+    """A pooled row's untraced figures (ms) and the untraced serialized step's error, where its runs timed them."""
+    if s.untraced_predicted_ms is None or s.untraced_measured_ms is None:
+        return {}
+    return {"untraced_stock_ms": s.untraced_stock_ms, "untraced_predicted_ms": s.untraced_predicted_ms,
+            "untraced_measured_ms": s.untraced_measured_ms,
+            "untraced_error": s.untraced_predicted_ms / s.untraced_measured_ms - 1}
+
+
+def _library_rows(library: Matrix, comm: dict[str, float], progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Per configuration of the library's models (``datasets/library``: families the matrix lacks, launch-bound),
+    the serialized what-if pooled as for the matrix, the collectives alone as fitted on every matrix
+    configuration (none of them of these families)."""
+    model = CommAlone(comm["wait_ns"], comm["share"])
+    out = []
+    for p in library.pooled():
+        progress(f"serialized, library: {p.name}")
+        s = whatifs.pooled(p, model)
+        out.append({"config": p.name, "gpu": p.gpu, "model": p.model, "world": p.world, "cap": p.cap,
+                    "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
+                    "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
+                    "measured_ms": s.measured_ns / 1e6, "error": s.error,
+                    "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
+                    "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6,
+                    "idle": s.idle, **_untraced_row(s)})
+    return out
 
 
 def _injected_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -119,14 +142,20 @@ def _injected_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict
     return rows
 
 
-def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None,
+            library: Matrix | None = None) -> dict[str, Any]:
     """Every verdict on every run of ``matrix``: labels per stock run, serialized per configuration, the
-    straggler and delay what-ifs per injected run."""
+    straggler and delay what-ifs per injected run; with ``library``, the serialized what-if on its
+    configurations too (``library``), and the intervals each class of run earned (``classes``)."""
     serial, pooled, comm = _serial_rows(matrix, progress)
     labels, factors, settings = _label_rows(matrix, progress)
-    return {"factors": factors, "settings": settings, "comm_alone": comm,
+    extra = _library_rows(library, comm, progress) if library is not None else []
+    out = {"factors": factors, "settings": settings, "comm_alone": comm,
             "runs": len(matrix.runs) + len(matrix.repeats), "repeats": len(matrix.repeats),
             "gpus": sorted({r.kind for r in matrix.runs}), "pooled": pooled,
             "hosts": sorted({r.gpu for r in matrix.runs + matrix.repeats}),
             "configurations": len(matrix.configurations()), "labels": labels,
-            "serialized": serial, "injected": _injected_rows(matrix, progress), "caps": caps.rows(matrix, progress)}
+            "serialized": serial, "injected": _injected_rows(matrix, progress), "caps": caps.rows(matrix, progress),
+            "library": extra}
+    out["classes"] = classes.results(out)
+    return out

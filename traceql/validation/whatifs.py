@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone
+from traceql.analyzers.untraced import Untraced
 from traceql.validation.matrix import MatrixRun, Pooled, Predicted
 
 if TYPE_CHECKING:
@@ -73,8 +74,18 @@ def serialized_steps(run: MatrixRun, comm: CommAlone | None = None) -> pl.DataFr
     req = request(run.path())
     timeline, labelled = req.label(req.runs()[0], req.read_baseline())
     ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
-    done = replay_of(ops, timeline.waits, ways=("serialized_ns",), comm=comm)
+    found = untraced_of(run)
+    done = replay_of(ops, timeline.waits, ways=("serialized_ns", "untraced_ns", "untraced_serialized_ns"),
+                     comm=comm, untraced=found.untraced_ms / found.traced_ms if found else None)
     return done.steps.filter(~pl.col("first")).sort("step")
+
+
+def untraced_of(run: MatrixRun) -> Untraced | None:
+    """The run's traced and untraced median steps, as its ranks timed them (``analyzers.untraced``)."""
+    from traceql.labelling.inputs import run_untraced
+
+    found = run_untraced([run.folder])
+    return found[1] if found else None
 
 
 def comm_tails(run: MatrixRun) -> pl.DataFrame:
@@ -148,6 +159,13 @@ class PooledSerialized(Serialized):
 
     saving_ns: float = 0.0  # the median over traced stock runs of (predicted serialized - that run's step)
     real_interval_ns: tuple[float, float] = (float("nan"), float("nan"))  # :func:`saving_interval`
+    idle: float | None = None  # the share of a step the traced stock runs' GPUs sat idle (:func:`idle_of`)
+    # without the profiler (ms, wall clock; None where the runs did not time untraced steps): the stock runs'
+    # untraced step, the what-if's untraced serialized step (each traced stock run's untraced step times its
+    # replay's untraced serialized over untraced step), the serialized runs' untraced step (medians over runs)
+    untraced_stock_ms: float | None = None
+    untraced_predicted_ms: float | None = None
+    untraced_measured_ms: float | None = None
 
     @property
     def change_predicted_ns(self) -> float:
@@ -176,8 +194,38 @@ def pooled(p: Pooled, comm: CommAlone | None = None) -> PooledSerialized:
     serial = [series_median(x["measured_ns"] - x["gap_ns"]) for x in serial_steps]
     gaps = median([series_median(x["gap_ns"]) for x in serial_steps])
     saving = median([series_median(x["serialized_ns"] - x["measured_ns"]) for x in s])
+    idles = [i for i in (idle_of(r) for r in p.traced) if i is not None]
     return PooledSerialized(median(stock), median([series_median(x["serialized_ns"]) for x in s]), median(serial),
-                            gaps, saving_ns=saving, real_interval_ns=saving_interval(stock, serial))
+                            gaps, saving_ns=saving, real_interval_ns=saving_interval(stock, serial),
+                            idle=median(idles) if idles else None, **_untraced(p, s))
+
+
+def _untraced(p: Pooled, replayed: list[pl.DataFrame]) -> dict[str, float | None]:
+    """:class:`PooledSerialized`'s untraced figures (None where a side timed no untraced steps)."""
+    def ms(runs: list[MatrixRun]) -> list[float]:
+        return [u.untraced_ms for u in map(untraced_of, runs) if u is not None]
+
+    predicted = []
+    for run, steps in zip(p.traced, replayed, strict=True):
+        u = untraced_of(run)
+        if u is not None and steps["untraced_ns"].null_count() < steps.height:
+            predicted.append(u.untraced_ms * series_median(steps["untraced_serialized_ns"])
+                             / series_median(steps["untraced_ns"]))
+    stock, serial = ms(p.stock), ms(p.serial)
+    if not (stock and serial and predicted):
+        return {}
+    return {"untraced_stock_ms": median(stock), "untraced_predicted_ms": median(predicted),
+            "untraced_measured_ms": median(serial)}
+
+
+def idle_of(run: MatrixRun) -> float | None:
+    """The median share of a step the run's GPUs sat idle, as ``whatif`` classes a run
+    (``analyzers.step_breakdown.idle_share``)."""
+    from traceql.analyzers.step_breakdown import idle_share, step_breakdown
+    from traceql.labelling.inputs import read_timeline
+
+    timeline = read_timeline(run.path())
+    return idle_share(step_breakdown(timeline.kernels, timeline.memops, timeline.steps))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """What the what-if's answers measured against real runs of their counterfactuals (the ground-truth matrix,
-``docs/validation.md``): one sentence a verdict carries, and where a run lies outside what was measured.
+``docs/validation.md``): the class of a run, the worst error its class earned (what its intervals are made
+of, ``verdicts.intervals``), and one sentence a verdict carries; a run of a class nothing validated gets none.
 
 The figures are ``measured.json`` beside this module, written by ``bench/validate.py --write`` from the matrix
 (the validation room sits above the commands; this file is how its result reaches them).
@@ -8,15 +9,14 @@ The figures are ``measured.json`` beside this module, written by ``bench/validat
 from __future__ import annotations
 
 import json
-import statistics
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 FIGURES = Path(__file__).with_name("measured.json")
 VALIDATED = {"AllReduce", "Broadcast"}  # the collectives of the measured runs: DDP's gradients and buffers
-CPU_BOUND = {"resnet50b32"}  # the matrix's CPU-bound configurations (their GPUs idle a third of the step)
-IDLE_SHARE = 0.2  # a run whose GPUs sat idle more than this share of its steps is CPU-bound
+IDLE_SHARE = 0.2  # a run whose GPUs sat idle more than this share of its steps is launch-bound
 
 
 @cache
@@ -27,74 +27,88 @@ def figures() -> dict[str, Any] | None:
         return None
 
 
-def _pct(pair: list[float]) -> str:
-    return f"median {pair[0]:+.1%}, worst {pair[1]:+.1%}"
+def class_key(gpu_kind: str, idle: float | None) -> str:
+    """A class of run as the figures key it: its GPU kind (``h100``) and whether its GPUs sat idle more than
+    :data:`IDLE_SHARE` of its steps (``launch-bound``) or not (``GPU-bound``)."""
+    return f"{gpu_kind.lower()} {'launch-bound' if idle is not None and idle > IDLE_SHARE else 'GPU-bound'}"
 
 
-def sentence(collectives: set[str], idle: float | None = None, cap: bool = False) -> str | None:
-    """How far the what-if's answers were off on the matrix, and whether this run's collectives were among
-    those measured (``collectives``: its communication kernels' operations, e.g. ``AllReduce``), and whether
-    its steps were CPU-bound (``idle``: the median share of a step its GPUs sat idle); with ``cap``, how far
-    another bucket cap was off too."""
+@dataclass(frozen=True)
+class RunClass:
+    """What a run is, as the validation sorts runs (``name``, for a person), and the worst errors its class
+    earned on the validated configurations (``figures``: ``serialized``, ``straggler``, ``cap`` relative to the
+    step, ``saving_ms``; None where no configuration of its class was validated, ``why`` says why)."""
+
+    name: str
+    figures: dict[str, Any] | None
+    why: str = ""
+
+    def error(self, figure: str) -> float | None:
+        """The worst relative error of ``figure`` (``serialized``, ``straggler``, ``cap``) on this class, None
+        where it was never validated."""
+        value = (self.figures or {}).get(figure)
+        return None if value is None else float(value)
+
+
+def classify(gpus: list[str | None], idle: float | None, collectives: set[str]) -> RunClass:
+    """The class of a run (``gpus``: the names of the GPUs its kernels ran on; ``idle``: the median share of a
+    step they sat idle; ``collectives``: its communication kernels' operations) and its class's figures."""
+    bound = "launch-bound" if idle is not None and idle > IDLE_SHARE else "GPU-bound"
+    named = sorted({g for g in gpus if g})
+    f = figures()
+    kinds = [k for k in (f or {}).get("gpus", []) if named and all(k.lower() in g.lower() for g in named)]
+    gpu = kinds[0].upper() if kinds else (", ".join(named) or "unnamed GPUs")
+    name = f"{gpu}, {bound}" + (f" (GPUs idle {idle:.0%} of a step)" if idle is not None else "")
+    if f is None or "classes" not in f:
+        return RunClass(name, None, "no validation figures are installed")
+    other = sorted(c for c in collectives if c not in VALIDATED)
+    if other:
+        return RunClass(name, None, f"its {', '.join(other)} were never validated (DDP's all-reduces were)")
+    if not kinds:
+        return RunClass(name, None, "no run on its GPUs was validated" if named else "its trace names no GPU")
+    found = f["classes"].get(class_key(kinds[0], idle))
+    if found is None:
+        return RunClass(name, None, "no configuration of its class was validated")
+    return RunClass(name, found)
+
+
+def _families(found: dict[str, Any]) -> str:
+    fam = list(found["families"])
+    return ", ".join(fam[:-1]) + f" and {fam[-1]}" if len(fam) > 1 else fam[0]
+
+
+def sentence(cls: RunClass, cap: bool = False) -> str | None:
+    """What a run's intervals are made of, or why it has none (``cap``: a verdict on another bucket cap too)."""
     f = figures()
     if f is None:
         return None
-    text = (f"measured on {f['runs']} runs ({', '.join(g.upper() for g in f['gpus'])}, DDP; GPU-bound): serialized "
-            f"{_pct(f['serialized_error'])}; overlap saving predicted - real median "
-            f"{f['saving_gap_ms'][0]:+.2f} ms, worst {f['saving_gap_ms'][1]:+.2f} ms; without the straggler "
-            f"{_pct(f['straggler_error'])}")
-    if cap and f.get("cap_error"):
-        caps = f["caps"]
-        listed = ", ".join(caps[:-1]) + f" and {caps[-1]}" if len(caps) > 1 else caps[0]
-        text += f"; another bucket cap (of {listed} MB) {_pct(f['cap_error'])}"
-    other = sorted(c for c in collectives if c not in VALIDATED)
-    if other:
-        text += f"; this run's {', '.join(other)} lie outside them (DDP all-reduces only)"
-    if idle is not None and idle > IDLE_SHARE and f.get("cpu_bound_saving_gap_ms"):
-        text += (f"; this run's GPUs sat idle {idle:.0%} of its steps (CPU-bound), where the overlap saving was "
-                 f"off by up to {f['cpu_bound_saving_gap_ms'][1]:+.2f} ms and serialized by "
-                 f"{f['cpu_bound_serialized_error'][1]:+.1%}")
-    return text
-
-
-def errors(collectives: set[str], idle: float | None = None) -> dict[str, str]:
-    """What each verdict line of a run like this one says of its own error (its collectives' operations, the
-    median share of a step its GPUs sat idle): ``overlap`` (ms), ``straggler`` and ``cap`` (% of the step),
-    the median absolute error on the matrix's runs like it; "unvalidated: not DDP" where its collectives were
-    never measured. Empty without the packaged figures."""
-    f = figures()
-    if f is None or "saving_abs_ms" not in f:
-        return {}
-    if set(collectives) - VALIDATED:
-        return {k: "unvalidated: not DDP" for k in ("overlap", "straggler", "cap")}
-    cpu = idle is not None and idle > IDLE_SHARE and "cpu_bound_saving_abs_ms" in f
-    out = {"overlap": f"±{f['cpu_bound_saving_abs_ms' if cpu else 'saving_abs_ms']:.1f} ms on validation runs",
-           "straggler": f"±{f['straggler_abs']:.1%} of a step"}
-    if "cap_abs" in f:
-        out["cap"] = f"±{f['cap_abs']:.1%}"
-    return out
+    if cls.figures is None:
+        seen = ", ".join(f"{k.split()[0].upper()} {k.split()[1]}" for k in f.get("classes", {}))
+        return (f"This run is {cls.name}: {cls.why}, so its figures carry no interval (the what-if was validated "
+                f"on {f['runs']} runs: {seen}).")
+    c = cls.figures
+    parts = [f"serialized ±{c['serialized']:.1%} of the step", f"overlap saving ±{c['saving_ms']:.2f} ms"]
+    unchecked = []
+    for key, what in (("straggler", "without the straggler"), ("cap", "another bucket cap")):
+        if key == "cap" and not cap:
+            continue
+        if c.get(key) is None:
+            unchecked.append(what)
+        else:
+            parts.append(f"{what} ±{c[key]:.1%}")
+    text = (f"This run is {cls.name}: its intervals hold its steps' spread and the worst error on the "
+            f"{c['configurations']} validated configurations of its class ({_families(c)}): {'; '.join(parts)}")
+    if unchecked:
+        text += f"; {' and '.join(unchecked)} never validated on such runs (no interval)"
+    return text + "."
 
 
 def summarise(res: dict[str, Any]) -> dict[str, Any]:
-    """The figures ``sentence`` reads, from ``traceql.validation.report.results``."""
-    def spread(values: list[float]) -> list[float]:
-        return [statistics.median(values), max(values, key=abs)]
-
-    every = res.get("pooled") or res["serialized"]  # per configuration over its GPU kind's hosts, where known
-    ser = [r for r in every if r["model"] not in CPU_BOUND]
-    cpu = [r for r in every if r["model"] in CPU_BOUND]
-    strag = [r["error"] for r in res["injected"] if r["way"] == "without straggler"]
-    gaps = [r["saves_predicted_ms"] - r["saves_real_ms"] for r in ser]
-    out = {"runs": res["runs"], "gpus": res["gpus"], "serialized_error": spread([r["error"] for r in ser]),
-           "saving_gap_ms": spread(gaps), "saving_abs_ms": statistics.median(abs(g) for g in gaps),
-           "straggler_error": spread(strag), "straggler_abs": statistics.median(abs(e) for e in strag)}
-    if res.get("caps"):
-        out["cap_error"] = spread([r["error"] for r in res["caps"]])
-        out["cap_abs"] = statistics.median(abs(r["error"]) for r in res["caps"])
-        out["caps"] = [str(c) for c in sorted({r["cap"] for r in res["caps"]})]
-    if cpu:
-        out["cpu_bound_serialized_error"] = spread([r["error"] for r in cpu])
-        out["cpu_bound_saving_gap_ms"] = spread([r["saves_predicted_ms"] - r["saves_real_ms"] for r in cpu])
-        out["cpu_bound_saving_abs_ms"] = statistics.median(abs(r["saves_predicted_ms"] - r["saves_real_ms"])
-                                                           for r in cpu)
-    return out
+    """The figures :func:`classify` and :func:`sentence` read, from ``traceql.validation.report.results``: the
+    runs, the GPU kinds, and per class its worst errors (``traceql.validation.classes``) and how many of its
+    configurations an interval learned without their family held (``covered``)."""
+    classes = {k: {**{f: v for f, v in c.items() if f != "held_out"},
+                   "covered": [sum(h["covered"] for h in c["held_out"]), len(c["held_out"])]}
+               for k, c in (res.get("classes") or {}).items()}
+    return {"runs": res["runs"] + sum(r.get("stock", 0) + r.get("serial", 0) for r in res.get("library") or []),
+            "gpus": res["gpus"], "classes": classes}

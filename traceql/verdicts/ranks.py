@@ -61,9 +61,10 @@ def clocks_disagree(timeline: Timeline) -> list[str]:
     return [run for run, _ in disagreeing(arrivals(timeline.kernels, timeline.ranks))]
 
 
-def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
+def run_steps(timeline: Timeline, labelled: DetectResult, untraced: float | None = None) -> RanksResult:
     """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels; the run replayed
-    without each cause (its ranking: ``analyzers.causes``), unless its ranks' clocks disagree."""
+    without each cause (its ranking: ``analyzers.causes``), unless its ranks' clocks disagree; ``untraced``:
+    its untraced median step over its traced one, where known (the replay's untraced what-ifs)."""
     steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
              .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
              .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
@@ -75,7 +76,7 @@ def run_steps(timeline: Timeline, labelled: DetectResult) -> RanksResult:
     named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
     done = None
     if not timeline.kernels.is_empty() and not unaligned:  # what each cause cost its steps: the replay without it
-        done = replayed(timeline, labelled, named)
+        done = replayed(timeline, labelled, named, untraced)
         named = named.join(done.steps.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                              pl.col("without_straggler_ns").alias("without_ns")),
                            on=["run_id", "step"], how="left")

@@ -13,6 +13,8 @@ from traceql.analyzers.causes import ranking, sentence
 from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
+from traceql.verdicts.intervals import run_bounds
+from traceql.verdicts.measured import RunClass
 
 
 @dataclass
@@ -33,6 +35,11 @@ class RunVerdict:
     clocks_agree: bool = True  # whether its ranks share one clock (else no straggler can be judged)
     lines: list[str] = field(default_factory=list)  # the verdict, a finding a line
     causes: list[dict[str, Any]] = field(default_factory=list)  # largest first (``analyzers.causes``)
+    intervals: dict[str, list[int] | None] = field(default_factory=dict)  # ``verdicts.intervals.run_bounds``
+    run_class: str | None = None  # what the validation counts it as (``measured.RunClass``)
+    # the run without the profiler, where it timed its untraced steps (``analyzers.replay.profiler``): the CPU
+    # factor, the median step and what overlap saves there
+    untraced: dict[str, Any] | None = None
 
     @property
     def text(self) -> str:
@@ -44,26 +51,30 @@ class RunVerdict:
 
 def replay_of(ops: pl.DataFrame, waits: pl.DataFrame | None, stragglers: pl.DataFrame | None = None,
               ways: tuple[str, ...] = tuple(replay.WAYS), replay_trace: bool = True,
-              comm: replay.CommAlone | None = None) -> replay.WhatIf:
+              comm: replay.CommAlone | None = None, untraced: float | None = None) -> replay.WhatIf:
     """``ops`` (``activities.with_labels``) replayed as they were and without each cause of ``ways`` (``comm``: the
     collectives' speed alone when serialized, default the fitted one), a window of steps at a time where the
-    run is long (``replay.windowed``)."""
+    run is long (``replay.windowed``); ``untraced``: the run's untraced median step over its traced one (the
+    untraced what-ifs: ``analyzers.replay.profiler``)."""
     named = None if stragglers is None else stragglers.select("run_id", "step", "rank")
     return replay.windowed(on_clock(ops), waits=waits, stragglers=named, ways=ways, replay_trace=replay_trace,
-                           comm=comm)
+                           comm=comm, untraced=untraced)
 
 
-def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None) -> replay.WhatIf:
-    """The run replayed as it was and without each cause (``stragglers``: ``run_id``, ``step``, ``rank``)."""
+def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFrame | None = None,
+             untraced: float | None = None) -> replay.WhatIf:
+    """The run replayed as it was and without each cause (``stragglers``: ``run_id``, ``step``, ``rank``;
+    ``untraced``: :func:`replay_of`'s)."""
     ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels)
-    return replay_of(ops, timeline.waits, stragglers)
+    return replay_of(ops, timeline.waits, stragglers, untraced=untraced)
 
 
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
-            errors: dict[str, str] | None = None, clocks_agree: bool = True) -> RunVerdict:
+            cls: RunClass | None = None, clocks_agree: bool = True) -> RunVerdict:
     """One run's verdict (:class:`RunVerdict`) from its steps: its causes ranked (``analyzers.causes``), then
-    what overlap saves; ``errors``: what the overlap and straggler lines say of their error on the validation
-    runs (``measured.errors``); ``clocks_agree``: whether its ranks share one clock (else nothing is replayed)."""
+    what overlap saves; ``cls``: the run's class, whose validated errors make its figures' intervals
+    (``verdicts.intervals``; none without); ``clocks_agree``: whether its ranks share one clock (else nothing is
+    replayed)."""
     if not clocks_agree:
         out = RunVerdict(run_id, 0, None, None, None, None, [], ranks, False)
         out.lines = ["not replayed: its ranks' clocks disagree (a replay joins the ranks at their collectives): "
@@ -87,30 +98,60 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
                    "cost_ns": round(cast(float, part["cost_ns"].median()))}
                   for (rank,), part in held.group_by("straggler_rank", maintain_order=True)]
     out = RunVerdict(run_id, judged.height, step_ns, saves, contention, pct, stragglers, ranks, clocks_agree)
+    cls = cls or RunClass("unknown", None, "its class is unknown")
+    out.run_class = cls.name
+    out.intervals = run_bounds(judged, cls, has_comm) if judged.height else {}
+    out.untraced = _untraced(judged, has_comm)
     cases = int(judged["cases"].sum()) if judged.height else 0
     out.causes = ranking(steps, () if has_comm else (run_id,)).to_dicts()
-    out.lines = _findings(out, cases, errors or {})
+    out.lines = _findings(out, cases, cls)
     return out
+
+
+def _untraced(judged: pl.DataFrame, has_comm: bool) -> dict[str, Any] | None:
+    """The run without the profiler (:attr:`RunVerdict.untraced`), None where it was not replayed so."""
+    if "untraced_ns" not in judged.columns or judged["untraced_ns"].null_count() == judged.height:
+        return None
+    saves = judged.select((pl.col("untraced_serialized_ns") - pl.col("untraced_ns")).median()).item()
+    return {"cpu_factor": judged["cpu_factor"].drop_nulls()[0],
+            "step_ns": round(cast(float, judged["untraced_ns"].median())),
+            "overlap_saves_ns": round(saves) if has_comm and saves is not None else None}
+
+
+def _untraced_line(u: dict[str, Any]) -> str:
+    """The verdict's line on the run without the profiler."""
+    slower = f"its CPU ran {1 / u['cpu_factor']:.1f}x slower traced" if u["cpu_factor"] > 0 else \
+        "no CPU time left at all still leaves the step longer than untraced: the GPU too ran slower traced"
+    text = f"without the profiler {_ms(u['step_ns'])} a step ({slower}, by its untraced steps)"
+    if u["overlap_saves_ns"] is not None:
+        verb = "saves" if u["overlap_saves_ns"] >= 0 else "costs"
+        text += f", where overlap {verb} {_ms(abs(u['overlap_saves_ns']))}/step"
+    return text
 
 
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _findings(v: RunVerdict, cases: int, errors: dict[str, str]) -> list[str]:
+def _findings(v: RunVerdict, cases: int, cls: RunClass) -> list[str]:
     if v.step_ns is None:
         return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
     parts = []
+    e = cls.error("straggler")
     for c in v.causes:
-        parts.append(sentence(c, errors.get("straggler", "") if c["cause"] == "straggler" else ""))
+        parts.append(sentence(c, f"±{e:.1%} of a step" if c["cause"] == "straggler" and e is not None else ""))
     if v.overlap_saves_ns is None:
         parts.append("no communication to overlap")
     else:
-        err = f" ({errors['overlap']})" if "overlap" in errors else ""
+        lo, hi = v.intervals.get("overlap_saves_ns") or (None, None)
         if v.overlap_saves_ns >= 0:
+            err = f" ({lo / 1e6:+,.1f} to {hi / 1e6:+,.1f} ms)" if lo is not None and hi is not None else ""
             parts.append(f"overlap saves {_ms(v.overlap_saves_ns)}/step over serial{err}")
         else:
+            err = f" ({-hi / 1e6:+,.1f} to {-lo / 1e6:+,.1f} ms)" if lo is not None and hi is not None else ""
             parts.append(f"overlap costs {_ms(-v.overlap_saves_ns)}/step against serial{err}")
+    if v.untraced is not None and v.untraced["cpu_factor"] < 1:
+        parts.append(_untraced_line(v.untraced))
     if not cases:
         parts.append("no slowdown cases")
     if v.ranks < 2:

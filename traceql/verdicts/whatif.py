@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -12,8 +11,11 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.replay.activities import activities, on_clock
 from traceql.analyzers.replay.graph import DISORDER_NS
+from traceql.analyzers.step_breakdown import idle_share
+from traceql.labelling.inputs import run_untraced
 from traceql.labelling.request import Request
-from traceql.verdicts.measured import errors, sentence
+from traceql.verdicts.intervals import step_bounds
+from traceql.verdicts.measured import RunClass, classify, sentence
 from traceql.verdicts.ranks import run_steps
 from traceql.verdicts.rebucketing import Rebucketing, rebucketing
 from traceql.verdicts.replayed import RunVerdict, replayed, verdict
@@ -42,25 +44,24 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
     (MB), each step also with its gradients in DDP buckets of that cap (``verdicts.rebucketing``: the
     model's gradient sizes from the run folder or ``gradients``)."""
     baseline = req.read_baseline()
-    frames, runs, notes, collectives, idles = [], [], req.notes(), set(), []
+    frames, runs, notes, classes = [], [], req.notes(), []
     graph = {"activities": 0, "recorded": 0, "inferred": 0, "unexplained": 0, "forced": 0, "disordered": 0}
     split = req.runs()
     caps = [rebucketing(paths, bucket_cap, gradients) for paths in split] if bucket_cap is not None else []
     for i, paths in enumerate(split):
         timeline, labelled = req.label(paths, baseline)
-        ranked = run_steps(timeline, labelled)
-        own = _collectives(timeline)
-        collectives |= own
+        found = run_untraced(paths)
+        ranked = run_steps(timeline, labelled, found[1].untraced_ms / found[1].traced_ms if found else None)
         notes += ranked.notes
-        busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
-        idles += (busy["idle_ns"] / busy["gpu_ns"]).to_list()
-        bounds = run_errors(timeline, ranked, own)
+        cls = run_class(timeline, ranked)
+        classes.append(cls)
         # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
         done = ranked.replayed or (replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
                                    if ranked.unaligned else replayed(timeline, labelled))
         steps = done.steps
         if caps:
             steps = _rebucketed(timeline, steps, caps[i])
+        steps = step_bounds(steps, cls)
         frames.append(steps)
         for key in graph:
             graph[key] += getattr(done, key)
@@ -72,15 +73,18 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, bounds,
+            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, cls,
                                 clocks_agree=run_id not in ranked.unaligned))
             if caps and runs[-1].step_ns is not None:
-                runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], bounds))
+                runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], runs[-1]))
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
-    steps = pl.concat(frames) if frames else pl.DataFrame(schema=replay.STEPS)
-    idle = statistics.median(idles) if idles else None
-    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), sentence(collectives, idle, bool(caps)))
+    steps = pl.concat(frames) if frames else step_bounds(pl.DataFrame(schema=replay.STEPS), _NONE)
+    said = list(dict.fromkeys(s for s in (sentence(c, bool(caps)) for c in classes) if s))
+    return WhatIfResult(steps, runs, graph, list(dict.fromkeys(notes)), " ".join(said) or None)
+
+
+_NONE = RunClass("none", None, "no run")
 
 
 def _collectives(timeline: Any) -> set[str]:
@@ -89,13 +93,10 @@ def _collectives(timeline: Any) -> set[str]:
     return {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
 
 
-def run_errors(timeline: Any, ranked: Any, collectives: set[str] | None = None) -> dict[str, str]:
-    """What a run's verdict lines say of their error on the validation runs (``measured.errors``): by its
-    collectives (``collectives``, else read from ``timeline``) and by how idle its GPUs sat (``ranked``:
-    ``steps.run_steps``)."""
-    own = collectives if collectives is not None else _collectives(timeline)
-    busy = ranked.steps.filter(pl.col("gpu_ns") > 0)
-    return errors(own, float((busy["idle_ns"] / busy["gpu_ns"]).median()) if busy.height else None)
+def run_class(timeline: Any, ranked: Any) -> RunClass:
+    """What the validation counts a run as (``measured.classify``): its GPUs, how idle they sat (``ranked``:
+    ``ranks.run_steps``), its collectives."""
+    return classify(list(timeline.gpus), idle_share(ranked.steps), _collectives(timeline))
 
 
 def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
@@ -109,7 +110,7 @@ def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.Data
             .select(steps.columns))
 
 
-def _cap_line(steps: pl.DataFrame, cap: Rebucketing, bounds: dict[str, str]) -> str:
+def _cap_line(steps: pl.DataFrame, cap: Rebucketing, run: RunVerdict) -> str:
     """The verdict's line on another bucket cap."""
     judged = steps.filter(~pl.col("first") & pl.col("bucket_cap_ns").is_not_null())
     buckets = f"{len(cap.new)} bucket{'s' if len(cap.new) > 1 else ''}, not {len(cap.old)}"
@@ -118,5 +119,6 @@ def _cap_line(steps: pl.DataFrame, cap: Rebucketing, bounds: dict[str, str]) -> 
                 "gradient all-reduces of its own buckets)")
     step = float(cast(float, judged["bucket_cap_ns"].median()))
     change = float(cast(float, (judged["bucket_cap_ns"] - judged["replayed_ns"]).median()))
-    err = f", {bounds['cap']}" if "cap" in bounds else ""
+    bounds = run.intervals.get("bucket_cap_ns")
+    err = f", {bounds[0] / 1e6:,.1f} to {bounds[1] / 1e6:,.1f} ms" if bounds else ""
     return f"at {cap.cap_mb:g} MB buckets ({buckets}): {step / 1e6:,.1f} ms a step ({change / 1e6:+,.2f} ms{err})"
