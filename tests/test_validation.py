@@ -233,17 +233,21 @@ def test_the_what_if_carries_its_classes_measured_error() -> None:
     shipped = json.loads(FIGURES.read_text())
     assert shipped == json.loads(json.dumps(summarise(FIGURES_PAGE)))
     rows = [r for r in [*FIGURES_PAGE["pooled"], *FIGURES_PAGE["library"]] if r.get("idle") is not None]
-    launch = [r for r in rows if r["idle"] > IDLE_SHARE]
-    gpu = [r for r in rows if r["idle"] <= IDLE_SHARE]
+    launch = [r for r in rows if r["idle"] > IDLE_SHARE and r["gpu"] == "h100"]
+    gpu = [r for r in rows if r["idle"] <= IDLE_SHARE and r["gpu"] == "h100"]
+    h200 = [r for r in rows if r["gpu"] == "h200"]
     assert {r["model"] for r in launch} >= {"resnet50b32", "bart", "efficientnet", "qwen2moe", "twotower"}
     classes = shipped["classes"]
     assert classes["h100 GPU-bound"]["serialized"] == max(abs(r["error"]) for r in gpu)
     assert classes["h100 launch-bound"]["serialized"] == max(abs(r["error"]) for r in launch)
     assert classes["h100 GPU-bound"]["configurations"] == len(gpu)
+    assert all(r["idle"] > IDLE_SHARE for r in h200) and set(classes) == {"h100 GPU-bound", "h100 launch-bound",
+                                                                          "h200 launch-bound"}
+    assert classes["h200 launch-bound"]["serialized"] == max(abs(r["error"]) for r in h200)
     strag = [r["error"] for r in FIGURES_PAGE["injected"] if r["way"] == "without straggler"]
     assert classes["h100 GPU-bound"]["straggler"] == max(map(abs, strag))
     said = traceql.whatif(ROOT / "datasets" / "runs" / "gpt2-pair-nsys").measured
-    assert said is not None and said.startswith("This run is H100, GPU-bound")
+    assert said is not None and said.startswith("This run (H100, GPU-bound")
 
 
 def test_communication_alone_is_the_fit_on_the_matrix_and_holds_on_a_configuration() -> None:

@@ -27,7 +27,7 @@ def test_whatif_as_a_user_runs_it(invoke, width: int) -> None:
         assert any(line.split()[:4] == cells for line in lines), cells
     verdict = table.stdout.split("Verdict for gpt2-straggler-nsys:\n")[1]
     assert verdict.startswith("  the straggler rank 1 costs ")  # the largest cause first
-    assert "; 29.7 ms in steps 2, 4; " in data["runs"][0]["verdict"]
+    assert "; 29.7 ms in steps 2, 4)" in data["runs"][0]["verdict"]  # on H200: no interval (none validated)
     causes = data["runs"][0]["causes"]
     assert [c["cause"] for c in causes][0] == "straggler" and all(
         f"  {c['cause'] if c['cause'] != 'straggler' else 'the straggler rank 1'} costs {c['cost_ns'] / 1e6:,.1f} "
@@ -50,7 +50,8 @@ def test_whatif_at_another_cap_as_a_user_runs_it(invoke, narrow: int, tmp_path) 
     assert table.exit_code == 0, table.stderr
     assert max(len(line) for line in table.stdout.splitlines()) <= narrow and "2 MB cap" in table.stdout
     assert "  at 2 MB buckets (42 buckets, not 10): " in table.stdout
-    assert "another bucket cap (of 2, 25, 400 and 1000 MB) median" in " ".join(table.stdout.split())
+    said = " ".join(table.stdout.split())  # H200 runs were validated launch-bound only
+    assert "This run (H200, GPU-bound: GPUs idle" in said and "no configuration of its class was validated" in said
     data = json.loads(invoke(*args, "--format", "json").stdout)
     steps = pl.DataFrame(data["steps"]).filter(~pl.col("first"))
     for s in steps.iter_rows(named=True):

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from tests.analyzers.test_profiler import _bart
-from tests.paths import DDP_TRACE, RUNS
+from tests.paths import DDP_TRACE, PUBLIC, RUNS
 from traceql.analyzers.spread import median_bounds
 from traceql.commands.whatif import whatif
 from traceql.verdicts.measured import FIGURES
@@ -50,14 +50,15 @@ def test_a_validated_class_gets_its_steps_spread_widened_by_its_worst_error() ->
     assert f"{c['configurations']} validated configurations of its class" in got.measured
 
 
-def test_a_gpu_the_validation_never_ran_gets_no_interval() -> None:
-    """The embedded example ran on H200; the validated runs are H100's: no figure carries an interval."""
+def test_a_class_the_validation_never_ran_gets_no_interval() -> None:
+    """The embedded example ran on H200, GPU-bound; the validated H200 runs are launch-bound: no figure carries
+    an interval."""
     got = whatif(DDP_TRACE)
     assert "(" not in _overlap(got.runs[0].lines)
     assert got.steps["serialized_low_ns"].null_count() == got.steps.height
     assert got.runs[0].intervals["overlap_saves_ns"] is None
-    assert got.measured is not None and "NVIDIA H200" in got.measured
-    assert "no run on its GPUs was validated, so its figures carry no interval" in got.measured
+    assert got.measured is not None and got.measured.startswith("This run (H200, GPU-bound: GPUs idle")
+    assert "no configuration of its class was validated, so its figures carry no interval" in got.measured
 
 
 def test_collectives_never_validated_get_no_interval() -> None:
@@ -90,3 +91,12 @@ def test_every_step_has_the_interval_columns(cap: float | None) -> None:
         assert {f"{column}_low_ns", f"{column}_high_ns"} <= set(got.steps.columns)
     if cap is not None:
         assert got.steps["bucket_cap_low_ns"].null_count() < got.steps.height
+
+
+@pytest.mark.corpus
+def test_a_gpu_the_validation_never_ran_gets_no_interval() -> None:
+    """HTA's test trace from a V100 (one rank, launch-bound): no validated run on its GPUs, no interval."""
+    got = whatif(PUBLIC / "hta-kineto" / "df_index_resolver")
+    assert got.measured is not None and got.measured.startswith("This run (Tesla V100-SXM2-32GB, launch-bound")
+    assert "no run on its GPUs was validated" in got.measured
+    assert got.steps["serialized_low_ns"].null_count() == got.steps.height

@@ -58,7 +58,7 @@ def classify(gpus: list[str | None], idle: float | None, collectives: set[str]) 
     f = figures()
     kinds = [k for k in (f or {}).get("gpus", []) if named and all(k.lower() in g.lower() for g in named)]
     gpu = kinds[0].upper() if kinds else (", ".join(named) or "unnamed GPUs")
-    name = f"{gpu}, {bound}" + (f" (GPUs idle {idle:.0%} of a step)" if idle is not None else "")
+    name = f"{gpu}, {bound}: GPUs idle {idle:.0%} of a step" if idle is not None else gpu
     if f is None or "classes" not in f:
         return RunClass(name, None, "no validation figures are installed")
     other = sorted(c for c in collectives if c not in VALIDATED)
@@ -84,7 +84,7 @@ def sentence(cls: RunClass, cap: bool = False) -> str | None:
         return None
     if cls.figures is None:
         seen = ", ".join(f"{k.split()[0].upper()} {k.split()[1]}" for k in f.get("classes", {}))
-        return (f"This run is {cls.name}: {cls.why}, so its figures carry no interval (the what-if was validated "
+        return (f"This run ({cls.name}): {cls.why}, so its figures carry no interval (the what-if was validated "
                 f"on {f['runs']} runs: {seen}).")
     c = cls.figures
     parts = [f"serialized ±{c['serialized']:.1%} of the step", f"overlap saving ±{c['saving_ms']:.2f} ms"]
@@ -96,7 +96,7 @@ def sentence(cls: RunClass, cap: bool = False) -> str | None:
             unchecked.append(what)
         else:
             parts.append(f"{what} ±{c[key]:.1%}")
-    text = (f"This run is {cls.name}: its intervals hold its steps' spread and the worst error on the "
+    text = (f"This run ({cls.name}): its intervals hold its steps' spread and the worst error on the "
             f"{c['configurations']} validated configurations of its class ({_families(c)}): {'; '.join(parts)}")
     if unchecked:
         text += f"; {' and '.join(unchecked)} never validated on such runs (no interval)"
@@ -111,4 +111,4 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
                    "covered": [sum(h["covered"] for h in c["held_out"]), len(c["held_out"])]}
                for k, c in (res.get("classes") or {}).items()}
     return {"runs": res["runs"] + sum(r.get("stock", 0) + r.get("serial", 0) for r in res.get("library") or []),
-            "gpus": res["gpus"], "classes": classes}
+            "gpus": sorted({k.split()[0] for k in classes} | set(res["gpus"])), "classes": classes}

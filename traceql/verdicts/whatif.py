@@ -54,7 +54,6 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         ranked = run_steps(timeline, labelled, found[1].untraced_ms / found[1].traced_ms if found else None)
         notes += ranked.notes
         cls = run_class(timeline, ranked)
-        classes.append(cls)
         # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
         done = ranked.replayed or (replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
                                    if ranked.unaligned else replayed(timeline, labelled))
@@ -75,6 +74,8 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
             runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, cls,
                                 clocks_agree=run_id not in ranked.unaligned))
+            if runs[-1].step_ns is not None:  # a figure to bound
+                classes.append(cls)
             if caps and runs[-1].step_ns is not None:
                 runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], runs[-1]))
             if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
