@@ -18,7 +18,7 @@ from traceql.analyzers.baselines.learned import learn
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.analyzers.replay.alone import CommAlone, fit
 from traceql.validation import caps, classes, scoring, whatifs
-from traceql.validation.matrix import Matrix, family
+from traceql.validation.matrix import Matrix, Pooled, family
 
 BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, PAIRED_FACTOR), (0.05, 0.1), (0.0, 0.01)
 # band, contamination, margin; at band = threshold the forest decides nothing: one contamination will do
@@ -88,25 +88,25 @@ def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
     for p in matrix.pooled():
         progress(f"serialized, hosts pooled: {p.name}")
         comm = fit([x for c in configs if family(c.model) != family(p.model) for x in pairs[c.name]])
-        s = whatifs.pooled(p, comm)
-        pooled.append({"config": p.name, "gpu": p.gpu, "model": p.model, "world": p.world, "cap": p.cap,
-                       "wait_us": comm.wait_ns / 1e3, "share": comm.share,
-                       "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
-                       "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
-                       "measured_ms": s.measured_ns / 1e6, "error": s.error,
-                       "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
-                       "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6,
-                       "idle": s.idle, **_untraced_row(s)})
+        pooled.append(_pooled_row(p, whatifs.pooled(p, comm), wait_us=comm.wait_ns / 1e3, share=comm.share))
     return rows, pooled, {"wait_ns": every.wait_ns, "share": every.share}
 
 
-def _untraced_row(s: whatifs.PooledSerialized) -> dict[str, Any]:
-    """A pooled row's untraced figures (ms) and the untraced serialized step's error, where its runs timed them."""
-    if s.untraced_predicted_ms is None or s.untraced_measured_ms is None:
-        return {}
-    return {"untraced_stock_ms": s.untraced_stock_ms, "untraced_predicted_ms": s.untraced_predicted_ms,
-            "untraced_measured_ms": s.untraced_measured_ms,
-            "untraced_error": s.untraced_predicted_ms / s.untraced_measured_ms - 1}
+def _pooled_row(p: Pooled, s: whatifs.PooledSerialized, **fit: float) -> dict[str, Any]:
+    """A pooled configuration's row (``fit``: the collectives' speed alone it was given, where fitted for it),
+    with its untraced figures (ms) and the untraced serialized step's error where its runs timed them."""
+    row = {"config": p.name, "gpu": p.gpu, "model": p.model, "world": p.world, "cap": p.cap, **fit,
+           "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
+           "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
+           "measured_ms": s.measured_ns / 1e6, "error": s.error,
+           "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
+           "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6,
+           "idle": s.idle}
+    if s.untraced_predicted_ms is not None and s.untraced_measured_ms is not None:
+        row.update(untraced_stock_ms=s.untraced_stock_ms, untraced_predicted_ms=s.untraced_predicted_ms,
+                   untraced_measured_ms=s.untraced_measured_ms,
+                   untraced_error=s.untraced_predicted_ms / s.untraced_measured_ms - 1)
+    return row
 
 
 def _library_rows(library: Matrix, comm: dict[str, float], progress: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -117,14 +117,7 @@ def _library_rows(library: Matrix, comm: dict[str, float], progress: Callable[[s
     out = []
     for p in library.pooled():
         progress(f"serialized, library: {p.name}")
-        s = whatifs.pooled(p, model)
-        out.append({"config": p.name, "gpu": p.gpu, "model": p.model, "world": p.world, "cap": p.cap,
-                    "traced": len(p.traced), "stock": len(p.stock), "serial": len(p.serial),
-                    "stock_ms": s.stock_ns / 1e6, "predicted_ms": s.predicted_ns / 1e6,
-                    "measured_ms": s.measured_ns / 1e6, "error": s.error,
-                    "saves_predicted_ms": s.change_predicted_ns / 1e6, "saves_real_ms": s.change_real_ns / 1e6,
-                    "real_low_ms": s.real_interval_ns[0] / 1e6, "real_high_ms": s.real_interval_ns[1] / 1e6,
-                    "idle": s.idle, **_untraced_row(s)})
+        out.append(_pooled_row(p, whatifs.pooled(p, model)))
     return out
 
 
