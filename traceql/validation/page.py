@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
-from traceql.verdicts.measured import IDLE_SHARE
+from traceql.validation.sections import classes, library, table
 
 
 def _spread(rows: list[dict[str, Any]], key: str, worst: Callable[[list[float]], float], fmt: str,
@@ -77,16 +77,6 @@ def _summary(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return lines
 
 
-def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: int = 1) -> list[str]:
-    """A markdown table; columns from ``right`` on are right-aligned."""
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
-    def line(cells: tuple[str, ...]) -> str:
-        return "| " + " | ".join(str(c).rjust(w) if i >= right else str(c).ljust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
-    sep = "| " + " | ".join(("-" * (w - 1) + ":") if i >= right else "-" * w for i, w in enumerate(widths)) + " |"
-    return [line(head), sep, *(line(r) for r in rows)]
-
-
 def _groups(res: dict[str, Any]) -> list[str]:
     out = []
     for key, title in (("model", "model"), ("gpu", "GPU host"), ("cap", "bucket cap (MB)"), ("world", "GPUs")):
@@ -100,7 +90,7 @@ def _groups(res: dict[str, Any]) -> list[str]:
             rows.append((n, str(len(lab)), f"{statistics.median(f1):.3f}", f"{min(f1):.3f}",
                          f"{statistics.median(err):+.1%}" if err else "-",
                          f"{max(err, key=abs):+.1%}" if err else "-"))
-        out += [f"### By {title}", "", *_table((title, "runs", "F1 median", "F1 worst", "serialized median",
+        out += [f"### By {title}", "", *table((title, "runs", "F1 median", "F1 worst", "serialized median",
                                                  "serialized worst"), rows), ""]
     return out
 
@@ -123,7 +113,7 @@ def _settings(res: dict[str, Any]) -> list[str]:
             "without it). band: from this ratio up to the threshold the forest decides (at the threshold, "
             f"{PAIRED_FACTOR}, it decides nothing and contamination does not matter); margin: a case's ratio must "
             "pass the threshold by this share. shipped: `detect`'s default.", "",
-            *_table(("band", "contamination", "margin", "mean F1", "shipped"), rows, right=0), ""]
+            *table(("band", "contamination", "margin", "mean F1", "shipped"), rows, right=0), ""]
 
 
 def _factors(res: dict[str, Any]) -> list[str]:
@@ -139,7 +129,7 @@ def _factors(res: dict[str, Any]) -> list[str]:
             "([detect](commands/detect.md#learned-factors)). What `detect` ships for H100 runs, learned from every "
             "model; each "
             f"model's labels above were made with those learned without it (factors: {held}).", "",
-            *_table(("reference", "kernel identity", "factor", "models"), rows, right=2), ""]
+            *table(("reference", "kernel identity", "factor", "models"), rows, right=2), ""]
 
 
 def render(res: dict[str, Any]) -> str:
@@ -152,7 +142,7 @@ def render(res: dict[str, Any]) -> str:
            f"{res['configurations']} configurations, {gpus}, {hosts}); do not edit by hand. "
            "How the matrix was collected: [the ground-truth matrix](groundtruth.md).", "",
            "## Summary", "", "Worst: the value furthest from right, and where.", "",
-           *_table(("verdict", "n", "median", "worst"), _summary(res)), "", "## By group", "",
+           *table(("verdict", "n", "median", "worst"), _summary(res)), "", "## By group", "",
            "Detector F1 (leave-one-model-out) and the serialized step's error.", "", *_groups(res)]
     lab = [(r["run"], str(r["truth"]), str(r["cases"]), f"{r['precision']:.3f}", f"{r['recall']:.3f}",
             f"{r['f1']:.3f}", f"{r['f1_far']:.3f}", f"{r['lost_ratio']:.2f}",
@@ -163,7 +153,7 @@ def render(res: dict[str, Any]) -> str:
             "truth: twin cases; cases: the detector's; far: F1 without the kernels within 3 % of the threshold; "
             "lost: the time lost the detector claims over the twins' excess; settings: band/contamination/margin "
             "chosen on the other models, with the estimates' factors learned on them.", "",
-            *_table(("run", "truth", "cases", "P", "R", "F1", "far", "lost", "in-run", "settings"), lab), "",
+            *table(("run", "truth", "cases", "P", "R", "F1", "far", "lost", "in-run", "settings"), lab), "",
             *_settings(res), *_factors(res)]
     ser = [(r["config"], f"{r['stock_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}",
             f"{r.get('hook_ms', 0.0):.2f}", f"{r['error']:+.1%}", f"{r['saves_predicted_ms']:+.2f}",
@@ -186,15 +176,15 @@ def render(res: dict[str, Any]) -> str:
                 "times; with two or three runs a side it comes out narrower than the runs really spread, so it "
                 "serves only to say whether the real saving's sign is known: `sign right where the runs know it` "
                 "above); `off`: not within max(0.5 ms, 30 %) of the real one; `sign`: of the other sign.", "",
-                *_table(("configuration", "runs", "stock", "predicted", "measured", "error", "saves", "real",
+                *table(("configuration", "runs", "stock", "predicted", "measured", "error", "saves", "real",
                          "real 95 %", ""), pool), ""]
-    out += [*_library(res), *_classes(res)]
+    out += [*library(res), *classes(res)]
     out += ["## Serialized communication, per configuration and host", "",
             "Step times in ms (the trace's, first captured step left out, medians): the stock run, the what-if's "
             "serialized step, the serialized run's measured step less the hook's gaps (`hook`: the time its "
             "all-reduces sat apart beyond back to back, which the first hook, `h100-a` and `h100-b`, spent "
             "copying each bucket's sums between them); the overlap saving predicted and real.", "",
-            *_table(("configuration", "stock", "predicted", "measured", "hook", "error", "saves", "real"), ser), ""]
+            *table(("configuration", "stock", "predicted", "measured", "hook", "error", "saves", "real"), ser), ""]
     cap = [(r["config"], f"{r['own_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}",
             f"{r['error']:+.1%}", f"{r['change_predicted_ms']:+.2f}", f"{r['change_real_ms']:+.2f}")
            for r in res.get("caps", [])]
@@ -204,7 +194,7 @@ def render(res: dict[str, Any]) -> str:
             "change predicted and real. Caps of 2 and 25 MB move these steps less than two runs of one "
             "configuration differ; h100-d's pairs (25 MB against 400 and 1000 MB: every gradient in one bucket, "
             "reduced after the backward) move them more.", "",
-            *_table(("configuration", "own", "predicted", "measured", "error", "change", "real"), cap), ""]
+            *table(("configuration", "own", "predicted", "measured", "error", "change", "real"), cap), ""]
     inj = [(r["run"], r["way"], f"{r['normal_ms']:.2f}", f"{r['delayed_ms']:.2f}", f"{r['predicted_ms']:.2f}",
             f"{r['error']:+.1%}", f"{r['recovered']:.2f}", "yes" if r["named"] else "no") for r in res["injected"]]
     out += ["## Stragglers and GPU delays", "",
@@ -212,65 +202,9 @@ def render(res: dict[str, Any]) -> str:
             "other steps; delayed: the injected steps; predicted: the what-if's answer for them; removed: the "
             "share of the delay it takes away; named: it names rank 1 (for the shortened delay: it found the "
             "spin kernels).", "",
-            *_table(("run", "what-if", "normal", "delayed", "predicted", "error", "removed", "named"), inj,
+            *table(("run", "what-if", "normal", "delayed", "predicted", "error", "removed", "named"), inj,
                     right=2), ""]
     return "\n".join(out)
-
-
-def _library(res: dict[str, Any]) -> list[str]:
-    """The library models' configurations (launch-bound, of families the matrix lacks), as the pooled table."""
-    rows = [(r["config"], f"{r['traced']}/{r['stock']}/{r['serial']}", f"{r['idle']:.0%}", f"{r['stock_ms']:.2f}",
-             f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}", f"{r['error']:+.1%}",
-             f"{r['saves_predicted_ms']:+.2f}", f"{r['saves_real_ms']:+.2f}",
-             f"{r['real_low_ms']:+.2f} {r['real_high_ms']:+.2f}") for r in res.get("library") or []]
-    if not rows:
-        return []
-    return ["## Serialized communication, library models", "",
-            "Models the matrix lacks, from torchvision and transformers and a recommender (`datasets/library`), "
-            "scored as above with communication alone fitted on every matrix configuration; their traced steps "
-            "are the profiler's (it slowed them 4-69 %: `datasets/library/README.md`). idle: the share of a step "
-            "their GPUs sat idle.", "",
-            *_table(("configuration", "runs", "idle", "stock", "predicted", "measured", "error", "saves", "real",
-                     "real 95 %"), rows), "", *_untraced(res)]
-
-
-def _untraced(res: dict[str, Any]) -> list[str]:
-    """The serialized what-if without the profiler, where the runs timed their untraced steps."""
-    rows = [(r["config"], f"{r['untraced_stock_ms']:.2f}", f"{r['untraced_predicted_ms']:.2f}",
-             f"{r['untraced_measured_ms']:.2f}", f"{r['untraced_error']:+.1%}")
-            for r in [*(res.get("pooled") or []), *(res.get("library") or [])]
-            if "untraced_error" in r and r.get("idle", 0) > IDLE_SHARE]
-    if not rows:
-        return []
-    return ["Without the profiler (the launch-bound configurations above and of the matrix): the stock runs' "
-            "untraced step (the same processes outside the capture: the median of each run's median), the "
-            "what-if's untraced serialized step (each traced stock run replayed with its CPU time calibrated to "
-            "its untraced steps, then serialized: its untraced step times the replay's serialized over "
-            "untraced), the serialized runs' untraced step, and the error. A GPU-bound run's profiler cost under "
-            "5 % is not taken out (its untraced replay is its trace's).", "",
-            *_table(("configuration", "untraced stock", "predicted serial", "measured serial", "error"), rows), ""]
-
-
-def _classes(res: dict[str, Any]) -> list[str]:
-    """The error each class of run earned (``classes``), and whether it held with the family held out."""
-    rows = []
-    for key, c in (res.get("classes") or {}).items():
-        held = c["held_out"]
-        widths = [2 * h["bound"] for h in held if h["bound"] is not None]
-        rows.append((key, str(c["configurations"]), ", ".join(c["families"]), f"±{c['serialized']:.1%}",
-                     f"±{c['saving_ms']:.2f}", "-" if c["straggler"] is None else f"±{c['straggler']:.1%}",
-                     f"{sum(h['covered'] for h in held)}/{len(held)}", f"{max(widths):.1%}" if widths else "-"))
-    if not rows:
-        return []
-    return ["## Intervals, by class of run", "",
-            "`whatif` gives a figure an interval only where runs of its class (GPU kind; GPU-bound, or "
-            "launch-bound: GPUs idle more than 20 % of a step) were validated: the run's own steps' spread "
-            "widened by the worst error of the class below (serialized and saving over the configurations, the "
-            "straggler over the injected runs of its models). held: configurations whose real serialized step "
-            "lay within the worst error of the other families' configurations of the class (the family held "
-            "out); widest: that interval's width as a share of the step, the run's own spread left out.", "",
-            *_table(("class", "configs", "families", "serialized", "saving ms", "straggler", "held", "widest"),
-                    rows), ""]
 
 
 def _pct(values: list[float]) -> str:
