@@ -26,9 +26,10 @@ STRAGGLER_AT = ("start", "backward")
 # optional: micro-batches a step runs before the optimizer steps: accumulation_steps x virtual_workers, of
 # batchsize each, DDP's all-reduce on the last only (what `traceql solve` chooses; 1 and 1 by default)
 # optional counterfactuals (collectors/counterfactuals.py): "comm": "serial" defers DDP's all-reduces until
-# the backward ends; "gpu_delay": {"rank": 1, "steps": [2, 4], "ms": 12} spins that rank's GPU at those steps
+# the backward ends ("alternate": in odd steps only); "gpu_delay": {"rank": 1, "steps": [2, 4], "ms": 12}
+# spins that rank's GPU at those steps
 OPTIONAL_LOCAL_KEYS = ("straggler", "accumulation_steps", "virtual_workers", "comm", "gpu_delay")
-COMM = {"comm": one_of("overlap", "serial")}
+COMM = {"comm": one_of("overlap", "serial", "alternate")}
 MICRO_BATCHES = {"accumulation_steps": integer(1), "virtual_workers": integer(1)}
 GLOBAL_KEYS = ("cuda_visible_devices", "cuda_version_check", "nsys_path", "ncu_path", "python_path")
 
@@ -83,8 +84,8 @@ def check_local(config: dict[str, Any], where: str) -> dict[str, Any]:
     if "gpu_delay" in config:
         check_straggler(config["gpu_delay"], config["world_size"], where, key="gpu_delay", length="ms")
     check(config, COMM, where, optional=True)
-    if config.get("comm") == "serial" and config["world_size"] < 2:
-        raise CollectError(f"{where}: comm serial defers DDP's all-reduces, and world_size 1 has none "
+    if config.get("comm") in ("serial", "alternate") and config["world_size"] < 2:
+        raise CollectError(f"{where}: comm {config['comm']} defers DDP's all-reduces, and world_size 1 has none "
                            "(give world_size 2 or more)")
     check(config, MICRO_BATCHES, where, optional=True)
     return config

@@ -7,6 +7,11 @@ and completes their futures, and DDP copies the sums into the gradients as it do
 NCCL kernels, same arithmetic, same copies as stock DDP: only nothing overlaps the backward's compute. A
 measured run of the counterfactual the what-if predicts.
 
+*Alternating communication* (``"comm": "alternate"``): the same hook, deferring in odd steps (``step % 2 == 1``)
+and all-reducing each bucket as it comes in even ones (as stock DDP's own hook does: scaled, all-reduced
+asynchronously). Stock and serialized steps in one process, on one CPU and one GPU: where a launch-bound model's
+step moves tens of ms from run to run, the pair within a run is the measured saving.
+
 *GPU delay* (local_config ``"gpu_delay": {"rank": R, "steps": [i, ...], "ms": M}``): at the start of window
 steps ``i`` rank R puts a spin kernel of about M ms on its compute stream, so its GPU (not its CPU) is late:
 what a slow GPU, a rank with extra work or a throttled clock look like. The kernel's length is calibrated
@@ -28,6 +33,7 @@ class SerialComm:
         self.world = dist.get_world_size()
         self.kept: list[tuple[Any, Any]] = []
         self.reduced = 0
+        self.deferring = True  # comm=alternate turns it off in its stock steps
         model.register_comm_hook(None, self._keep)
 
     # DDP checks a hook's annotations (a string one fails): none is safe, so its types are in a type comment
@@ -36,6 +42,9 @@ class SerialComm:
 
         buffer = bucket.buffer()
         buffer.mul_(1.0 / self.world)  # stock DDP scales each gradient as it enters its bucket; a hook must
+        if not self.deferring:  # a stock step of comm=alternate: all-reduced now, as DDP's own hook does
+            self.reduced += 1
+            return self.dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
         future: torch.futures.Future = torch.futures.Future()
         self.kept.append((buffer, future))
         if bucket.is_last():  # every bucket ready: reduce them all, in the order DDP made them ready
@@ -57,13 +66,20 @@ class SerialComm:
 
 
 def defer_communication(model: Any, comm: str) -> SerialComm | None:
-    """For ``comm == "serial"`` and a DDP model of several ranks, its all-reduces deferred; else None."""
-    if comm != "serial":
+    """For ``comm`` ``"serial"`` or ``"alternate"`` and a DDP model of several ranks, its all-reduces deferred
+    (``alternate``: the caller sets ``deferring`` each step, :func:`serial_step`); else None."""
+    if comm not in ("serial", "alternate"):
         return None
     if not hasattr(model, "register_comm_hook"):
-        raise RuntimeError("comm serial defers DDP's gradient all-reduces, and get_model() returned "
+        raise RuntimeError(f"comm {comm} defers DDP's gradient all-reduces, and get_model() returned "
                            f"a {type(model).__name__}, not DistributedDataParallel")
     return SerialComm(model)
+
+
+def serial_step(comm: str, index: int) -> bool:
+    """Whether step ``index`` (of its epoch) defers its all-reduces: every step under ``serial``, the odd ones
+    under ``alternate``."""
+    return comm == "serial" or (comm == "alternate" and index % 2 == 1)
 
 
 class GpuDelay:

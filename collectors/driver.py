@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from traceql.collectors import session
-from traceql.collectors.counterfactuals import defer_communication, rank_steps_ms
+from traceql.collectors.counterfactuals import defer_communication, rank_steps_ms, serial_step
 from traceql.collectors.files import write_json
 from traceql.collectors.window import Window
 
@@ -92,6 +92,8 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 with window.isolated(epoch, index), communication_off(model):
                     mod.backward_pass(mod.forward_pass(model, inputs))
                     opt.zero_grad(set_to_none=True)  # the gradients are dropped: no optimizer step
+            if serial is not None:
+                serial.deferring = serial_step(args.comm, index)
             with window.step(epoch, index):
                 for m in range(micro):  # the gradients of all, DDP's all-reduce in the last only
                     with communication_off(model) if m < micro - 1 else nullcontext():
@@ -101,6 +103,8 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 window.after_backward(epoch, index)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+            if args.comm == "alternate" and serial is not None:  # which steps were the serialized ones
+                window.times[-1]["serial"] = serial.deferring
     result["step_times_ms"] = window.times
     result["ddp_buckets"] = ddp_buckets(model)
     # each trained parameter's gradient bytes, in registration order: what DDP packs into buckets at any cap
@@ -208,8 +212,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                     help="where in the step the straggler sleeps: at its start, or after its backward")
     ap.add_argument("--gpu-delay", type=rank_steps_ms, default=None,
                     help="RANK:STEPS:MS: rank RANK's GPU spins MS ms at the start of window steps STEPS")
-    ap.add_argument("--comm", default="overlap", choices=["overlap", "serial"],
-                    help="serial: DDP's all-reduces deferred until the backward ends")
+    ap.add_argument("--comm", default="overlap", choices=["overlap", "serial", "alternate"],
+                    help="serial: DDP's all-reduces deferred until the backward ends; alternate: in odd steps")
     for name, default in (("wait", 1), ("warmup", 1), ("active", 3), ("repeat", 1), ("skip-first", 0)):
         ap.add_argument(f"--torch-{name}", type=int, default=default)
     return ap.parse_args(argv)

@@ -18,6 +18,9 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
   bf16 autocast, a two-tower recommender of embedding bags), launch-bound in part: each model's twin and its
   stock and serialized runs on 2 GPUs at 25 MB, three times each (``f`` the first, with twins; ``g`` the other
   two), their untraced steps (outside the capture) in each rank's result;
+- batch ``i``: *alternating* runs (``comm=alternate``: stock and serialized steps alternate in one process), 8
+  captured steps (the last epoch whole) of 4 epochs, no isolated steps: each library model three times, the
+  CPU-bound ResNet-50 twice and BERT (GPU-bound) once, on 2 GPUs at 25 MB (``<model>-2g-cap25-alt-r<k>``);
 - batch ``e``: repeats of the stock and serialized runs (a configuration's runs on every host of its GPU kind
   are pooled), 2 GPUs, then 4; no twin. They ship their measured step times alone (``lighten.py``): the size
   budget holds no more traces.
@@ -34,6 +37,7 @@ EXAMPLE = {"gpt2": "gpt2", "llama": "llama", "bert": "bert", "vit": "vit", "resn
            "resnet50b32": "resnet50", **{m: m for m in ("efficientnet", "bart", "qwen2moe", "twotower")}}
 BATCH = {"resnet50": 128, "resnet50b32": 32}
 STEPS, ISOLATED = 6, 2
+ALTERNATE = {"comm": "alternate", "epochs": 4}  # batch i: the last epoch's 8 steps captured, 24 before it
 STRAGGLER = {"rank": 1, "steps": [3, 5], "sleep_ms": 30}
 GPU_DELAY = {"rank": 1, "steps": [3, 5], "ms": 12}
 
@@ -45,7 +49,7 @@ class Run:
     name: str
     model: str
     world: int
-    role: str  # stock, serial, twin, cpu-straggler, gpu-delay
+    role: str  # stock, serial, alternate, twin, cpu-straggler, gpu-delay
     cap: int = 25
     overrides: dict = field(default_factory=dict, hash=False)
     isolated: int = 0
@@ -88,6 +92,10 @@ MODELS = ("gpt2", "llama", "bert", "vit", "resnet50")
 LIBRARY = ("efficientnet", "bart", "qwen2moe", "twotower")  # batches f and g
 
 
+def alternating(model: str, repeat: int) -> Run:
+    return Run(f"{model}-2g-cap25-alt-r{repeat}", model, 2, "alternate", 25, ALTERNATE, steps=8)
+
+
 def plan(kind: str) -> list[Run]:
     """The runs of one batch, in the order they are worth having (a deadline cuts the tail). ``c``: the 2-GPU
     configurations and the CPU-bound repeats, serialized by the hook that reduces at the last bucket."""
@@ -97,6 +105,9 @@ def plan(kind: str) -> list[Run]:
     if kind == "h":  # the two-tower's missing repeats, then more repeats of every library model (light)
         more = [config_runs(m, 2, 25, repeats=6)[2 * r:2 * r + 2] for r in range(3, 6) for m in LIBRARY]
         return config_runs("twotower", 2, 25, repeats=3)[3:] + [r for pair in more for r in pair]
+    if kind == "i":  # a repeat of every model before the next
+        return [alternating(m, r) for r in (1, 2, 3) for m in (*LIBRARY, "resnet50b32", "bert")
+                if r == 1 or m != "bert" and (r < 3 or m != "resnet50b32")]
     if kind in ("f", "g"):
         if kind == "f":
             return [twin(m) for m in LIBRARY] + [r for m in LIBRARY for r in config_runs(m, 2, 25, repeats=3)[:2]]
