@@ -7,7 +7,8 @@ torch.profiler's schedule) a step runs at untraced speed in the same process, so
 tracing cost the step. A step's time is the slowest rank's (the ranks meet at every step's end); the window's
 first step (the capture starting) and the run's first step (warm-up: allocation, NCCL's set-up, DDP's bucket
 rebuild) are left out, as are isolated steps and the window's steps a straggler or a GPU delay was injected
-into (their lateness is the counterfactual's, not the profiler's).
+into (their lateness is the counterfactual's, not the profiler's). A run of ``comm=alternate`` marks its
+serialized steps (``serial``); the stock ones are its steps, unless the serialized ones are asked for.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ class Untraced:
         return self.traced_ms / self.untraced_ms - 1
 
 
-def untraced(ranks: Iterable[Iterable[Mapping[str, Any]]], injected: Collection[int] = ()) -> Untraced | None:
+def untraced(ranks: Iterable[Iterable[Mapping[str, Any]]], injected: Collection[int] = (), *,
+             serial: bool = False) -> Untraced | None:
     """The traced and untraced steps of a run whose ranks timed ``ranks`` (each rank's ``step_times_ms``), but the
-    window's steps ``injected`` (numbers of steps a counterfactual made late); None where either side has fewer
-    than :data:`MIN_STEPS` steps (a run profiled whole, one that records no step times)."""
+    window's steps ``injected`` (numbers of steps a counterfactual made late) and, in a run that alternates, the
+    steps of the other kind (``serial``: the serialized ones); None where either side has fewer than
+    :data:`MIN_STEPS` steps (a run profiled whole, one that records no step times)."""
     slowest: dict[tuple[bool, int, int], float] = {}
     for times in ranks:
         for t in times:
@@ -49,7 +52,7 @@ def untraced(ranks: Iterable[Iterable[Mapping[str, Any]]], injected: Collection[
                                                                          for k in ("epoch", "step")):
                 continue
             key = (bool(t.get("window")), t["epoch"], t["step"])
-            if key[0] and key[2] in injected:
+            if key[0] and key[2] in injected or bool(t.get("serial")) != serial:
                 continue
             slowest[key] = max(slowest.get(key, 0.0), float(t["ms"]))
     window = [ms for (inside, _, _), ms in sorted(slowest.items()) if inside][1:]  # the capture's start left out

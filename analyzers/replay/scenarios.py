@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone, alone_tails
+from traceql.analyzers.replay.deferred_cpu import moved_cpu
 from traceql.analyzers.replay.engine import Graph
 from traceql.analyzers.replay.graph import BLOCKED, INFERRED, RECORDED, STREAM, RunGraph
 
@@ -35,6 +36,7 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     g = replace(g, tail=alone_tails(rg, model or CommAlone()))
     n = rg.n_ops
     launched, key, deferred = _deferred_order(rg)  # the activities in the order each rank now runs them
+    g = replace(g, pred_lag=moved_cpu(rg, g.pred_lag, deferred))
     order = np.full(n, -1, np.int64)
     order[launched] = np.arange(len(launched))
     node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))

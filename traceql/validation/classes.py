@@ -3,7 +3,10 @@
 that width, learned without a configuration's family, held that configuration's real serialized step.
 
 A class is what ``whatif`` prints an interval for (``traceql.verdicts.measured``); a run of a class no
-configuration validated gets none.
+configuration validated gets none, nor does one of a class of a single family (nothing to hold out). Where a
+model has alternating runs on a GPU kind (``alternating``: stock and serialized steps in one process, whose
+real saving is known to a ms where separate runs know it to ten), they are its configuration in the class, in
+place of its separate stock and serialized runs of that kind.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from traceql.verdicts.measured import class_key
 
 
 def _rows(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pooled configurations of the matrix and of the library, each with its class."""
-    rows = [*(res.get("pooled") or []), *(res.get("library") or [])]
-    return [{**r, "class": class_key(r["gpu"], r.get("idle"))} for r in rows if r.get("idle") is not None]
+    """The pooled configurations of the matrix and of the library, each with its class, the alternating runs'
+    in place of the separate runs of their (GPU kind, model)."""
+    paired = res.get("alternating") or []
+    seen = {(r["gpu"], r["model"]) for r in paired}
+    rows = [r for r in [*(res.get("pooled") or []), *(res.get("library") or [])] if (r["gpu"], r["model"]) not in seen]
+    return [{**r, "class": class_key(r["gpu"], r.get("idle"))} for r in [*rows, *paired] if r.get("idle") is not None]
 
 
 def _worst(values: list[float]) -> float | None:
@@ -34,6 +40,8 @@ def results(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for key in sorted({r["class"] for r in rows}):
         mine = [r for r in rows if r["class"] == key]
+        if len({family(r["model"]) for r in mine}) < 2:
+            continue
         held = []
         for r in mine:
             e = _worst([o["error"] for o in mine if family(o["model"]) != family(r["model"])])

@@ -9,7 +9,8 @@
 Each run folder is a ``traceql collect`` run folder whose exports are xz-compressed (``traces/*.sqlite.xz``);
 :meth:`MatrixRun.path` unpacks one once into a cache (``$TRACEQL_CACHE``, else ``~/.cache/traceql``) and returns
 a folder every command reads. Run names: ``<model>-<g>g-cap<cap>-<role>[-r<k>]`` and ``<model>-twin``; roles:
-``stock``, ``serial`` (``comm=serial``), ``cpu-straggler``, ``gpu-delay``.
+``stock``, ``serial`` (``comm=serial``), ``alt`` (``comm=alternate``: stock and serialized steps alternating),
+``cpu-straggler``, ``gpu-delay``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from traceql.errors import InputError
 
 NAME = re.compile(r"^(?P<model>[a-z0-9]+)-(?:twin|(?P<world>\d+)g-cap(?P<cap>\d+)-(?P<role>[a-z-]+?)"
                   r"(?:-r(?P<rep>\d+))?)$")
-ROLES = ("stock", "serial", "cpu-straggler", "gpu-delay")
+ROLES = ("stock", "serial", "alt", "cpu-straggler", "gpu-delay")
 STEPS_FILE = "steps.json"  # a light run's measured steps (``bench/groundtruth/lighten.py``)
 
 
@@ -77,7 +78,7 @@ class MatrixRun:
     folder: Path
     gpu: str  # the host batch's folder: the GPU kind, then which host of that kind (``h100-a``)
     model: str
-    role: str  # twin, stock, serial, cpu-straggler, gpu-delay
+    role: str  # twin, stock, serial, alt, cpu-straggler, gpu-delay
     world: int = 1
     cap: int | None = None
     repeat: int = 1
@@ -223,7 +224,7 @@ class Matrix:
         return [p for p in out.values() if p.traced and p.serial]
 
     def injected(self, role: str) -> list[MatrixRun]:
-        """The runs of one counterfactual role (``cpu-straggler``, ``gpu-delay``)."""
+        """The runs of one counterfactual role (``cpu-straggler``, ``gpu-delay``, ``alt``)."""
         return [r for r in self.runs if r.role == role]
 
     def labels_path(self, run: MatrixRun) -> Path:

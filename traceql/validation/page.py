@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
-from traceql.validation.sections import classes, library, table
+from traceql.validation.sections import alternating, classes, library, table
 
 
 def _spread(rows: list[dict[str, Any]], key: str, worst: Callable[[list[float]], float], fmt: str,
@@ -178,7 +178,7 @@ def render(res: dict[str, Any]) -> str:
                 "above); `off`: not within max(0.5 ms, 30 %) of the real one; `sign`: of the other sign.", "",
                 *table(("configuration", "runs", "stock", "predicted", "measured", "error", "saves", "real",
                          "real 95 %", ""), pool), ""]
-    out += [*library(res), *classes(res)]
+    out += [*library(res), *alternating(res), *classes(res)]
     out += ["## Serialized communication, per configuration and host", "",
             "Step times in ms (the trace's, first captured step left out, medians): the stock run, the what-if's "
             "serialized step, the serialized run's measured step less the hook's gaps (`hook`: the time its "

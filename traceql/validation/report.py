@@ -17,7 +17,7 @@ import polars as pl
 from traceql.analyzers.baselines.learned import learn
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.analyzers.replay.alone import CommAlone, fit
-from traceql.validation import caps, classes, scoring, whatifs
+from traceql.validation import alternating, caps, classes, scoring, whatifs
 from traceql.validation.matrix import Matrix, Pooled, family
 
 BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, PAIRED_FACTOR), (0.05, 0.1), (0.0, 0.01)
@@ -139,16 +139,19 @@ def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None,
             library: Matrix | None = None) -> dict[str, Any]:
     """Every verdict on every run of ``matrix``: labels per stock run, serialized per configuration, the
     straggler and delay what-ifs per injected run; with ``library``, the serialized what-if on its
-    configurations too (``library``), and the intervals each class of run earned (``classes``)."""
+    configurations too (``library``) and on its alternating runs (``alternating``), and the intervals each class
+    of run earned (``classes``)."""
     serial, pooled, comm = _serial_rows(matrix, progress)
     labels, factors, settings = _label_rows(matrix, progress)
     extra = _library_rows(library, comm, progress) if library is not None else []
+    alone = CommAlone(comm["wait_ns"], comm["share"])
+    paired = alternating.rows(library, alone, progress) if library is not None else []
     out = {"factors": factors, "settings": settings, "comm_alone": comm,
             "runs": len(matrix.runs) + len(matrix.repeats), "repeats": len(matrix.repeats),
             "gpus": sorted({r.kind for r in matrix.runs}), "pooled": pooled,
             "hosts": sorted({r.gpu for r in matrix.runs + matrix.repeats}),
             "configurations": len(matrix.configurations()), "labels": labels,
             "serialized": serial, "injected": _injected_rows(matrix, progress), "caps": caps.rows(matrix, progress),
-            "library": extra}
+            "library": extra, "alternating": paired}
     out["classes"] = classes.results(out)
     return out

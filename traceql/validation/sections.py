@@ -54,6 +54,33 @@ def _untraced(res: dict[str, Any]) -> list[str]:
             *table(("configuration", "untraced stock", "predicted serial", "measured serial", "error"), rows), ""]
 
 
+def alternating(res: dict[str, Any]) -> list[str]:
+    """The serialized what-if against alternating runs (stock and serialized steps in one process)."""
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.2f}"
+
+    rows = [(r["config"], str(r["runs"]), f"{r['idle']:.0%}", f"{r['stock_ms']:.2f}", f"{r['predicted_ms']:.2f}",
+             f"{r['measured_ms']:.2f}", f"{r['error']:+.1%}", f"{r['saves_predicted_ms']:+.2f}",
+             f"{r['saves_real_ms']:+.2f}", f"{r['real_low_ms']:+.2f} {r['real_high_ms']:+.2f}",
+             ms(r.get("untraced_saves_predicted_ms")), ms(r.get("untraced_saves_real_ms")),
+             "-" if r.get("untraced_error") is None else f"{r['untraced_error']:+.1%}")
+            for r in res.get("alternating") or []]
+    if not rows:
+        return []
+    return ["## Serialized communication, alternating runs", "",
+            "Runs collected with `comm=alternate` (`datasets/library/h200-i`): odd steps serialized, even steps "
+            "stock, in one process, so the CPU and the profiler's cost are the same on both sides of a pair; the "
+            "real saving of a pair is the mean of the two serialized steps around a stock step less it (a drift "
+            "over the run cancels), pooled over the runs' pairs (its 95 % interval: the pairs drawn again, "
+            "4,000 times). Traced: the captured steps (wall clock) and the what-if on the stock steps of the "
+            "trace; untraced: the same processes outside the capture, the what-if's untraced serialized step "
+            "(its CPU calibrated to the stock steps' untraced median). The stock step in ms, the serialized one "
+            "predicted (stock + predicted saving) and measured (stock + real saving), the error, the savings; "
+            "untraced, the savings and the error.", "",
+            *table(("configuration", "runs", "idle", "stock", "predicted", "measured", "error", "saves", "real",
+                    "real 95 %", "untraced saves", "real", "error"), rows), ""]
+
+
 def classes(res: dict[str, Any]) -> list[str]:
     """The error each class of run earned (``classes``), and whether it held with the family held out."""
     rows = []
@@ -71,6 +98,8 @@ def classes(res: dict[str, Any]) -> list[str]:
             "widened by the worst error of the class below (serialized and saving over the configurations, the "
             "straggler over the injected runs of its models). held: configurations whose real serialized step "
             "lay within the worst error of the other families' configurations of the class (the family held "
-            "out); widest: that interval's width as a share of the step, the run's own spread left out.", "",
+            "out); widest: that interval's width as a share of the step, the run's own spread left out. A model "
+            "with alternating runs on the GPU kind counts by them, not by its separate runs; a class of one "
+            "family has no interval.", "",
             *table(("class", "configs", "families", "serialized", "saving ms", "straggler", "held", "widest"),
                     rows), ""]

@@ -110,5 +110,6 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
     classes = {k: {**{f: v for f, v in c.items() if f != "held_out"},
                    "covered": [sum(h["covered"] for h in c["held_out"]), len(c["held_out"])]}
                for k, c in (res.get("classes") or {}).items()}
-    return {"runs": res["runs"] + sum(r.get("stock", 0) + r.get("serial", 0) for r in res.get("library") or []),
+    library = sum(r.get("stock", 0) + r.get("serial", 0) for r in res.get("library") or [])
+    return {"runs": res["runs"] + library + sum(r.get("runs", 0) for r in res.get("alternating") or []),
             "gpus": sorted({k.split()[0] for k in classes} | set(res["gpus"])), "classes": classes}
