@@ -22,8 +22,8 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved after 56ee2fc: a note on each run whose profiler slowed its steps (seqpar, resnet50-inrun, gpt2-fsdp2)
-BASE = "a62dddd68f3caeeaa7abe097ce16256fb9382022"
+# moved after 3a3b1dc: the serialized what-if moves each deferred all-reduce's CPU work to its step's end
+BASE = "e1221b435d69890eb1cf1205dcb2b006052ebb6d"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
