@@ -10,7 +10,10 @@ of them a step) and as a share of the mean replayed step:
 - ``contention``: every slowdown case at its baseline (``without_contention_ns``);
 - ``exposed communication``: the collectives' own time gone, the ranks still waiting for each other
   (``without_communication_ns``);
-- ``idle``: the GPUs never waiting for their CPUs' launches (``without_idle_ns``).
+- ``idle``: the GPUs never waiting for their CPUs' launches (``without_idle_ns``);
+- ``communication's CPU work``: the gradients' all-reduces costing their launching thread no more than any
+  launch (DDP's hook, the collective's events and stream waits gone: ``without_comm_cpu_ns``), named where it
+  costs at least :data:`CPU_WORK_SHARE` of a step (a launch-bound backward).
 
 Each is priced on its own, so the costs overlap and do not add up to the step.
 
@@ -30,7 +33,8 @@ CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
     "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64}
 # each cause, the what-if that takes it out (``replay.STEPS``)
 WITHOUT = {"contention": "without_contention_ns", "exposed communication": "without_communication_ns",
-           "idle": "without_idle_ns"}
+           "idle": "without_idle_ns", "communication's CPU work": "without_comm_cpu_ns"}
+CPU_WORK_SHARE = 0.01  # communication's CPU work is named where it costs this share of the mean step or more
 HELD = {"run_id": pl.String, "straggler": pl.Int32, "cases": pl.Int64, "lost_ns": pl.Int64}
 
 
@@ -52,6 +56,8 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = ()) -> pl.DataFrame:
                     cause == "exposed communication" and run_id in silent):
                 continue
             cost = (part["replayed_ns"] - part[column]).clip(0).fill_null(0)
+            if cause == "communication's CPU work" and float(cost.sum()) / n < CPU_WORK_SHARE * mean:
+                continue
             rows.append(_row(run_id, cause, None, cost, part["step"], n, mean))
     out = pl.DataFrame(rows, schema=CAUSES)
     return out.sort("run_id", "cost_ns", descending=[False, True], maintain_order=True)

@@ -30,14 +30,15 @@ STEPS = {"run_id": pl.String, "step": pl.Int32, "first": pl.Boolean, "measured_n
          "replayed_ns": pl.Int64, "without_straggler_ns": pl.Int64, "without_contention_ns": pl.Int64,
          "serialized_ns": pl.Int64, "bucket_cap_ns": pl.Int64, "straggler_rank": pl.Int32, "cases": pl.Int64,
          "without_communication_ns": pl.Int64, "without_idle_ns": pl.Int64, "untraced_ns": pl.Int64,
-         "untraced_serialized_ns": pl.Int64, "cpu_factor": pl.Float64}
+         "untraced_serialized_ns": pl.Int64, "cpu_factor": pl.Float64, "without_comm_cpu_ns": pl.Int64}
 # what-ifs whose step is measured from the step's replayed start: they only take time out, and a step's first
 # activity may start sooner without idle (a later launch's) while its end is held (a straggler's step)
-ENDS_ONLY = ("without_communication_ns", "without_idle_ns")
+ENDS_ONLY = ("without_communication_ns", "without_idle_ns", "without_comm_cpu_ns")
 WAYS = {"replayed_ns": "replayed", "without_straggler_ns": "without straggler",
         "without_contention_ns": "without contention", "serialized_ns": "serialized",
         "without_communication_ns": "without communication", "without_idle_ns": "without idle",
-        "untraced_ns": "untraced", "untraced_serialized_ns": "untraced, serialized"}
+        "untraced_ns": "untraced", "untraced_serialized_ns": "untraced, serialized",
+        "without_comm_cpu_ns": "without communication's CPU work"}
 
 
 @dataclass
@@ -87,6 +88,7 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
         "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
         "without_communication_ns": lambda: (removed.without_communication(rg), None),
         "without_idle_ns": lambda: (removed.without_idle(rg, _costly(rg, named, done, is_case)), None),
+        "without_comm_cpu_ns": lambda: (scenarios.without_comm_cpu(rg), None),
     }
     whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
     done = {"replayed_ns": whole}

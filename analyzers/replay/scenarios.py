@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone, alone_tails
-from traceql.analyzers.replay.deferred_cpu import moved_cpu
+from traceql.analyzers.replay.deferred_cpu import moved_cpu, without_cpu
 from traceql.analyzers.replay.engine import Graph
 from traceql.analyzers.replay.graph import BLOCKED, INFERRED, RECORDED, STREAM, RunGraph
 
@@ -68,6 +68,11 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     places = np.empty(g.n, np.int64)
     places[np.argsort(place, kind="stable")] = np.arange(g.n)
     return replace(g, pred_ptr=ptr, pred_idx=all_pred[o], pred_lag=all_lag[o], lane=lane, lane_place=places)
+
+
+def without_comm_cpu(rg: RunGraph) -> Graph:
+    """The gradients' all-reduces as cheap to launch as any call (module doc)."""
+    return replace(rg.graph, pred_lag=without_cpu(rg, rg.graph.pred_lag, gradient_allreduces(rg)))
 
 
 def gradient_allreduces(rg: RunGraph) -> np.ndarray:

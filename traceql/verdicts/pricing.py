@@ -19,7 +19,8 @@ from traceql.labelling.result import DetectResult
 from traceql.model import schema
 
 # the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
-WAYS = ("without_straggler_ns", "without_contention_ns", "without_communication_ns", "without_idle_ns")
+WAYS = ("without_straggler_ns", "without_contention_ns", "without_communication_ns", "without_idle_ns",
+        "without_comm_cpu_ns")
 
 
 @dataclass
