@@ -22,8 +22,8 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved after 3a3b1dc: the serialized what-if moves each deferred all-reduce's CPU work to its step's end
-BASE = "e1221b435d69890eb1cf1205dcb2b006052ebb6d"
+# moved after e1221b4: whatif's steps gained without_comm_cpu_ns (communication's CPU work)
+BASE = "4d99ba0cb6cb7f43a34dd95ff55bf93a703f1676"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
