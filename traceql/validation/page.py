@@ -62,6 +62,11 @@ def _summary(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     if res.get("pooled"):
         lines += _serial_lines(res["pooled"], ", hosts pooled")
     lines += _serial_lines(ser, ", one host" if res.get("pooled") else "")
+    if res.get("alternating"):  # the library models' step pairs in one process (``validation.alternating``)
+        paired = res["alternating"]
+        lines += _serial_lines(paired, ", alternating runs")
+        lines.append(("  untraced, error", *_spread(paired, "untraced_error", lambda v: max(v, key=abs), "+.1%",
+                                                    "config")))
     cap = res.get("caps", [])
     for r in cap:
         r["change_gap_ms"] = r["change_predicted_ms"] - r["change_real_ms"]
