@@ -21,6 +21,8 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
 - batch ``i``: *alternating* runs (``comm=alternate``: stock and serialized steps alternate in one process), 8
   captured steps (the last epoch whole) of 4 epochs, no isolated steps: each library model three times, the
   CPU-bound ResNet-50 twice and BERT (GPU-bound) once, on 2 GPUs at 25 MB (``<model>-2g-cap25-alt-r<k>``);
+- batch ``j``: torchvision's RegNetY-400MF, a family the alternating runs' analysis never saw, three alternating
+  runs as in batch ``i`` (its held-out check);
 - batch ``e``: repeats of the stock and serialized runs (a configuration's runs on every host of its GPU kind
   are pooled), 2 GPUs, then 4; no twin. They ship their measured step times alone (``lighten.py``): the size
   budget holds no more traces.
@@ -34,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 EXAMPLE = {"gpt2": "gpt2", "llama": "llama", "bert": "bert", "vit": "vit", "resnet50": "resnet50",
-           "resnet50b32": "resnet50", **{m: m for m in ("efficientnet", "bart", "qwen2moe", "twotower")}}
+           "resnet50b32": "resnet50", **{m: m for m in ("efficientnet", "bart", "qwen2moe", "twotower", "regnet")}}
 BATCH = {"resnet50": 128, "resnet50b32": 32}
 STEPS, ISOLATED = 6, 2
 ALTERNATE = {"comm": "alternate", "epochs": 4}  # batch i: the last epoch's 8 steps captured, 24 before it
@@ -105,6 +107,8 @@ def plan(kind: str) -> list[Run]:
     if kind == "h":  # the two-tower's missing repeats, then more repeats of every library model (light)
         more = [config_runs(m, 2, 25, repeats=6)[2 * r:2 * r + 2] for r in range(3, 6) for m in LIBRARY]
         return config_runs("twotower", 2, 25, repeats=3)[3:] + [r for pair in more for r in pair]
+    if kind == "j":
+        return [alternating("regnet", r) for r in (1, 2, 3)]
     if kind == "i":  # a repeat of every model before the next
         return [alternating(m, r) for r in (1, 2, 3) for m in (*LIBRARY, "resnet50b32", "bert")
                 if r == 1 or m != "bert" and (r < 3 or m != "resnet50b32")]
