@@ -32,7 +32,7 @@ def _alternating(name: str) -> AlternatingRun:
 
 def test_every_alternating_run_serialized_its_odd_steps() -> None:
     runs = _runs()
-    assert {r.model for r in runs} == {"bart", "bert", "efficientnet", "qwen2moe", "resnet50b32", "twotower"}
+    assert {r.model for r in runs} == {"bart", "bert", "efficientnet", "qwen2moe", "regnet", "resnet50b32", "twotower"}
     for run in runs:
         assert serial_steps(run) == {1, 3, 5, 7}, run.name
         for result in run.results():
