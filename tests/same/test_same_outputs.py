@@ -22,8 +22,8 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved after e1221b4: whatif's steps gained without_comm_cpu_ns (communication's CPU work)
-BASE = "4d99ba0cb6cb7f43a34dd95ff55bf93a703f1676"
+# moved after 4d99ba0: 215 validated runs; the H200 launch-bound class holds RegNet
+BASE = "1f2f9de20896d2a14c189fec0b7e1f1fb8945aa7"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
