@@ -39,22 +39,29 @@ class Untraced:
         return self.traced_ms / self.untraced_ms - 1
 
 
-def untraced(ranks: Iterable[Iterable[Mapping[str, Any]]], injected: Collection[int] = (), *,
-             serial: bool = False) -> Untraced | None:
-    """The traced and untraced steps of a run whose ranks timed ``ranks`` (each rank's ``step_times_ms``), but the
-    window's steps ``injected`` (numbers of steps a counterfactual made late) and, in a run that alternates, the
-    steps of the other kind (``serial``: the serialized ones); None where either side has fewer than
-    :data:`MIN_STEPS` steps (a run profiled whole, one that records no step times)."""
-    slowest: dict[tuple[bool, int, int], float] = {}
+def step_walls(ranks: Iterable[Iterable[Mapping[str, Any]]]) -> dict[tuple[bool, int, int], tuple[float, bool]]:
+    """Per step a run's ranks timed (``ranks``: each rank's ``step_times_ms``), keyed (inside the profiled
+    window, epoch, step): the slowest rank's wall time and whether it was a serialized step of ``comm=alternate``;
+    isolated steps and records without a time, an epoch or a step left out."""
+    slowest: dict[tuple[bool, int, int], tuple[float, bool]] = {}
     for times in ranks:
         for t in times:
             if t.get("isolated") or not _number(t.get("ms")) or not all(isinstance(t.get(k), int)
                                                                          for k in ("epoch", "step")):
                 continue
             key = (bool(t.get("window")), t["epoch"], t["step"])
-            if key[0] and key[2] in injected or bool(t.get("serial")) != serial:
-                continue
-            slowest[key] = max(slowest.get(key, 0.0), float(t["ms"]))
+            slowest[key] = (max(slowest.get(key, (0.0, False))[0], float(t["ms"])), bool(t.get("serial")))
+    return slowest
+
+
+def untraced(ranks: Iterable[Iterable[Mapping[str, Any]]], injected: Collection[int] = (), *,
+             serial: bool = False) -> Untraced | None:
+    """The traced and untraced steps of a run whose ranks timed ``ranks`` (each rank's ``step_times_ms``), but the
+    window's steps ``injected`` (numbers of steps a counterfactual made late) and, in a run that alternates, the
+    steps of the other kind (``serial``: the serialized ones); None where either side has fewer than
+    :data:`MIN_STEPS` steps (a run profiled whole, one that records no step times)."""
+    slowest = {key: ms for key, (ms, kind) in step_walls(ranks).items()
+               if kind == serial and not (key[0] and key[2] in injected)}
     window = [ms for (inside, _, _), ms in sorted(slowest.items()) if inside][1:]  # the capture's start left out
     first = min(((e, s) for _, e, s in slowest), default=None)
     outside = [ms for (inside, e, s), ms in sorted(slowest.items()) if not inside and (e, s) != first]

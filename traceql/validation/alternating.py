@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from traceql.analyzers.replay.alone import CommAlone
+from traceql.analyzers.untraced import step_walls
 from traceql.validation.matrix import Matrix, MatrixRun
 from traceql.validation.whatifs import RESAMPLES, idle_of, median, serialized_steps, series_median, untraced_of
 
@@ -48,16 +49,12 @@ def pair_savings(steps: list[tuple[int, float, bool]]) -> list[float]:
 
 
 def _timed(run: MatrixRun, window: bool) -> list[tuple[int, float, bool]]:
-    """The run's steps inside (or outside) the capture, as its ranks timed them: (place in time, the slowest
-    rank's ms, serialized); the run's first step (warm-up) and the capture's first left out."""
-    slowest: dict[tuple[int, int], tuple[float, bool]] = {}
-    for r in run.results():
-        for t in r.get("step_times_ms", []):
-            if bool(t.get("window")) == window and not t.get("isolated"):
-                key = (t["epoch"], t["step"])
-                slowest[key] = (max(slowest.get(key, (0.0, False))[0], t["ms"]), bool(t.get("serial")))
-    keys = sorted(slowest)
-    return [(i, *slowest[k]) for i, k in enumerate(keys) if i > 0]  # warm-up or the capture's start
+    """The run's steps inside (or outside) the capture, as its ranks timed them (``analyzers.untraced.step_walls``):
+    (place in time, the slowest rank's ms, serialized); the run's first step (warm-up) and the capture's first
+    left out."""
+    walls = step_walls(r.get("step_times_ms", []) for r in run.results())
+    keys = sorted(k for k in walls if k[0] == window)
+    return [(i, *walls[k]) for i, k in enumerate(keys) if i > 0]  # warm-up or the capture's start
 
 
 @dataclass(frozen=True)
