@@ -40,7 +40,7 @@ def overlapped(rg: RunGraph) -> np.ndarray:
     if not len(member):
         return out
     start, end = rg.measured.start[:n], rg.measured.end[:n]
-    lane = rg.ops.select(pl.struct("run_id", "rank").rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    lane = rg.rank_key + 1
     compute = (rg.ops["kind"] == "compute").to_numpy()
     for key in np.unique(lane[member]):
         mine = member[lane[member] == key]

@@ -38,7 +38,7 @@ def _excess(rg: RunGraph, lag: np.ndarray, deferred: np.ndarray
         return None
     group = np.full(g.n, -1, np.int64)  # per launch node: its (rank, step)
     steps = rg.ops["step"].fill_null(-1).to_numpy().astype(np.int64)[rg.launch_op]
-    ranks = rg.ops.select("run_id", "rank").to_struct().rank("dense").to_numpy().astype(np.int64)[rg.launch_op]
+    ranks = rg.rank_key[rg.launch_op]
     group[n:] = ranks * (steps.max() + 2) + steps + 1
     last = np.zeros(g.n, bool)
     tops = np.full(group.max() + 1, -1, np.int64)

@@ -26,7 +26,7 @@ joins its ranks. What-ifs change durations, lags and edges (``scenarios``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -71,6 +71,10 @@ class RunGraph:
     unexplained: int  # activities that began more than INFERRED_NS after anything explains (they keep that gap)
     disordered: int  # activities that began more than DISORDER_NS before their stream's previous one ended
     measured: Replayed  # every node's times as the trace has them
+    rank_key: np.ndarray  # per activity, its rank's place among the runs' ranks (0, 1, ...)
+    # ``scenarios``' deferred all-reduces and order, once worked out, with the activities they are of
+    deferred: tuple[pl.DataFrame, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(
+        default=None, repr=False, compare=False)
 
 
 def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
@@ -134,7 +138,8 @@ def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:
     prev = by_stream[np.flatnonzero(same) - 1]
     disordered = int((end[prev] - start[by_stream[same]] > DISORDER_NS).sum())
     return RunGraph(graph, ops, n, kind[order], launch_op, launch_of, len(rec_node), len(inf_node),
-                    int((start - explained > INFERRED_NS).sum()), disordered, Replayed(all_start, all_end, 0))
+                    int((start - explained > INFERRED_NS).sum()), disordered, Replayed(all_start, all_end, 0),
+                    rank_key)
 
 
 def _latest(n: int, node: np.ndarray, value: np.ndarray) -> np.ndarray:

@@ -46,8 +46,7 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     drop = (rg.edge_kind == INFERRED) & (order[np.minimum(pred, n - 1)] > order[np.minimum(node, n - 1)])
     drop |= (rg.edge_kind == BLOCKED) & (pred < n) & deferred[np.minimum(pred, n - 1)]
     keep = ~drop
-    rank = rg.ops["run_id"].cast(pl.String) + "/" + rg.ops["rank"].cast(pl.String)
-    same = np.r_[False, (rank.gather(launched[1:]) == rank.gather(launched[:-1])).to_numpy()]
+    same = np.r_[False, rg.rank_key[launched[1:]] == rg.rank_key[launched[:-1]]]
     new_node, new_pred = launched[same], launched[np.flatnonzero(same) - 1]
     all_node = np.r_[node[keep], new_node]
     all_pred = np.r_[pred[keep], new_pred]
@@ -59,8 +58,7 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     lane = np.zeros(g.n, np.int64)
     place = np.full(g.n, -1.0)
     if n < g.n:
-        rank_of = rg.ops.select(pl.struct("run_id", "rank").rank("dense").cast(pl.Int64)).to_series().to_numpy()
-        lane[:n], lane[n:] = rank_of, rank_of[rg.launch_op]
+        lane[:n], lane[n:] = rg.rank_key + 1, rg.rank_key[rg.launch_op] + 1
         place[n:] = 2.0 * np.arange(len(rg.launch_op))
         place[launched] = 2.0 * key + 1.0
     if (place[:n] < 0).any():  # an activity no call launched: no such order is known
@@ -82,6 +80,15 @@ def gradient_allreduces(rg: RunGraph) -> np.ndarray:
 
 
 def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_order_deferred` of ``rg``, worked out once per graph's activities (the serialized what-ifs and
+    the one without communication's CPU work all read it)."""
+    held = rg.deferred
+    if held is None or held[0] is not rg.ops or held[1] is not rg.launch_op:
+        held = rg.deferred = (rg.ops, rg.launch_op, _order_deferred(rg))
+    return held[2]
+
+
+def _order_deferred(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The launched activities in the order each rank runs them serialized, each one's key (its launch call's
     place, in call order; a deferred all-reduce's between the last deferred all-reduce of its step and the next
     call), and per activity (node order) whether it is deferred: in each normal step, the all-reduces that
@@ -90,7 +97,7 @@ def _deferred_order(rg: RunGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     launched."""
     calls = np.arange(len(rg.launch_op), dtype=np.float64)
     frame = rg.ops.select("run_id", "rank", "step", "kind", "step_kind", "collective")[rg.launch_op].select(
-        pl.struct("run_id", "rank").rank("dense").alias("lane"), pl.col("step").fill_null(-1),
+        pl.Series("lane", rg.rank_key[rg.launch_op]), pl.col("step").fill_null(-1),
         ((pl.col("kind") == "comm") & (pl.col("step_kind") == "sync")
          & pl.col("collective").cast(pl.String).str.starts_with("AllReduce")).fill_null(False).alias("deferred"),
     ).with_columns(pl.Series("call", calls))
@@ -117,14 +124,15 @@ def _deferrable(rg: RunGraph, frame: pl.DataFrame) -> np.ndarray:
     changes."""
     n, g = rg.n_ops, rg.graph
     node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
-    edge = np.isin(rg.edge_kind, (STREAM, RECORDED)) & (node < n) & (g.pred_idx < n)
+    edge = ((rg.edge_kind == STREAM) | (rg.edge_kind == RECORDED)) & (node < n) & (g.pred_idx < n)
     src, dst = g.pred_idx[edge], node[edge]
     call = np.full(n, -1, np.int64)
     call[rg.launch_op] = np.arange(len(rg.launch_op))
     src, dst = src[(call[src] >= 0) & (call[dst] >= 0)], dst[(call[src] >= 0) & (call[dst] >= 0)]
     src, dst = call[src], call[dst]  # as launch calls
     ok = frame["deferred"].to_numpy().copy()
-    group = frame.select(pl.struct("lane", "step").rank("dense").cast(pl.Int64)).to_series().to_numpy()
+    step = frame["step"].to_numpy().astype(np.int64)
+    group = frame["lane"].to_numpy().astype(np.int64) * (int(step.max()) + 2) + step + 1  # (lane, step)
     for _ in range(8):
         last = np.full(group.max() + 1, -1, np.int64)
         np.maximum.at(last, group[ok], np.flatnonzero(ok))
