@@ -68,6 +68,14 @@ def ddp_buckets(model: Any) -> list[int] | None:
     return [int(x) for x in sizes.split(",") if x.strip()] or None
 
 
+def forward_backward(window: Window, mod: Any, model: Any, inputs: Any) -> None:
+    """The model's forward and backward (``define_model``'s passes), each a CPU section of the step."""
+    with window.section("forward"):
+        out = mod.forward_pass(model, inputs)
+    with window.section("backward"):
+        mod.backward_pass(out)
+
+
 def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
     import torch
 
@@ -90,19 +98,21 @@ def train(args: argparse.Namespace, result: dict[str, Any]) -> None:
         for index, (inputs, _labels) in enumerate(loader):  # the contract: (inputs, labels) pairs
             if window.isolated_before(epoch, index):
                 with window.isolated(epoch, index), communication_off(model):
-                    mod.backward_pass(mod.forward_pass(model, inputs))
+                    forward_backward(window, mod, model, inputs)
                     opt.zero_grad(set_to_none=True)  # the gradients are dropped: no optimizer step
             if serial is not None:
                 serial.deferring = serial_step(args.comm, index)
             with window.step(epoch, index):
                 for m in range(micro):  # the gradients of all, DDP's all-reduce in the last only
                     with communication_off(model) if m < micro - 1 else nullcontext():
-                        mod.backward_pass(mod.forward_pass(model, inputs))
+                        forward_backward(window, mod, model, inputs)
                         if serial is not None:  # comm=serial: the buckets all-reduced after the backward
-                            serial.flush()
+                            with window.section("all-reduce"):
+                                serial.flush()
                 window.after_backward(epoch, index)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                with window.section("optimizer"):
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
             if args.comm == "alternate" and serial is not None:  # which steps were the serialized ones
                 window.times[-1]["serial"] = serial.deferring
     result["step_times_ms"] = window.times

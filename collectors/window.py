@@ -3,7 +3,9 @@
 The window is ``window_steps`` steps in the middle of the last epoch. nsys and ncu see it between
 cudaProfilerStart/Stop; torch.profiler runs its schedule over it. Each step of the window is an NVTX range
 ``step_<i>`` (steps outside it: ``epoch<e>_step_<i>``), also a ``record_function`` range of that name under
-torch.profiler.
+torch.profiler. Inside a step, its CPU sections are ranges too (:meth:`Window.section`: ``forward``,
+``backward``, ``optimizer``; ``all-reduce`` where the gradients are all-reduced after the backward): what the
+launches a GPU waited for are told apart by.
 
 *Isolated steps* (``isolated_steps``) are extra steps inside the window run with communication off: the
 same forward and backward under DDP's ``no_sync()``, gradients dropped, no optimizer step, each in a range
@@ -124,6 +126,19 @@ class Window:
                 torch.cuda.synchronize()
         if self.cuda:
             torch.cuda.nvtx.range_pop()
+
+    @contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        """A CPU section of a step (``forward`` ...): an NVTX range on CUDA, a record_function range under
+        torch.profiler; nothing waits for the GPU."""
+        if self.cuda:
+            self.torch.cuda.nvtx.range_push(name)
+        try:
+            with self.torch.profiler.record_function(name) if self.prof is not None else _nothing():
+                yield
+        finally:
+            if self.cuda:
+                self.torch.cuda.nvtx.range_pop()
 
     @contextmanager
     def step(self, epoch: int, index: int) -> Iterator[None]:

@@ -107,6 +107,8 @@ def plan(kind: str) -> list[Run]:
     if kind == "h":  # the two-tower's missing repeats, then more repeats of every library model (light)
         more = [config_runs(m, 2, 25, repeats=6)[2 * r:2 * r + 2] for r in range(3, 6) for m in LIBRARY]
         return config_runs("twotower", 2, 25, repeats=3)[3:] + [r for pair in more for r in pair]
+    if kind == "k":  # a fourth repeat of each launch-bound model, its steps' CPU sections in ranges
+        return [alternating(m, 4) for m in (*LIBRARY, "regnet")]
     if kind == "j":
         return [alternating("regnet", r) for r in (1, 2, 3)]
     if kind == "i":  # a repeat of every model before the next

@@ -67,6 +67,25 @@ def test_isolated_steps_are_in_the_trace_and_the_manifest(torch_run) -> None:
     assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:], strict=False))  # one after another
 
 
+def test_each_step_holds_its_cpu_sections_in_order(torch_run) -> None:
+    """Each recorded step holds a forward, a backward and an optimizer range, in that order; the isolated step
+    (no optimizer step) a forward and a backward; the sections are what the idle cause is split by."""
+    from traceql.labelling.late import cpu_ranges
+    from traceql.trace import read_trace
+
+    out, _ = torch_run
+    with read_trace(out) as trace:
+        nvtx = trace.nvtx.filter(trace.nvtx["rank"] == 0).sort("start_ns")
+    steps = nvtx.filter(nvtx["text"].str.starts_with("step_"))
+    assert steps["text"].to_list() == ["step_2_nosync", "step_2", "step_3", "step_4"]
+    sections = cpu_ranges(nvtx).filter(cpu_ranges(nvtx)["text"].is_in(["forward", "backward", "optimizer"]))
+    for step in steps.iter_rows(named=True):
+        inside = sections.filter((sections["start_ns"] >= step["start_ns"]) & (sections["end_ns"] <= step["end_ns"]))
+        want = ["forward", "backward"] + ([] if step["text"].endswith("_nosync") else ["optimizer"])
+        assert inside["text"].to_list() == want, step["text"]
+        assert (inside["start_ns"][1:] >= inside["end_ns"][:-1]).all()  # one after another
+
+
 @pytest.mark.parametrize(("profiler", "wanted", "before"), [
     ("torch", 3, [2, 3, 4]), ("torch", 0, []), ("nsys", 1, [1]), ("nsys", 3, [1, 3, 4]), ("nsys", 9, [1, 2, 3, 4])])
 def test_isolated_steps_spread_over_the_recorded_steps(profiler: str, wanted: int, before: list[int]) -> None:

@@ -178,7 +178,7 @@ def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
         mine = done.steps.filter(pl.col("run_id") == run_id)
         ranks = timeline.ranks.filter(pl.col("run_id") == run_id).height
         comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-        v = verdict(run_id, mine, ranks, comm, cls)
+        v = verdict(run_id, mine, ranks, comm, cls, late=ranked.late)
         verdicts.append(f"<p><b>{html.escape(run_id)}</b>: {html.escape(v.text)}.</p>")
     drawn = figure(figures.whatif_savings(done.steps)) if not done.steps.filter(~pl.col("first")).is_empty() else ""
     return (drawn + "".join(verdicts)

@@ -39,6 +39,7 @@ from traceql.analyzers.replay.windows import Stored
 from traceql.analyzers.reports import step_cases, step_spans
 from traceql.labelling.core import decide, feature_inputs, isolated, scored
 from traceql.labelling.inputs import Baseline, read_timeline
+from traceql.labelling.late import late_waits
 from traceql.labelling.modes import LabelSource
 from traceql.labelling.result import kind_counts
 from traceql.model import schema
@@ -88,6 +89,7 @@ class Read:
     activities: int | None = None  # the GPU activities it stored for the replay (None: none asked)
     index: Any = None  # where each of their buckets begins (``replay.Stored``)
     waits: pl.DataFrame | None = None  # its recorded stream waits
+    late: pl.DataFrame | None = None  # the launches its GPUs waited for, by CPU section (``labelling.late``)
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
     comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
 
@@ -146,6 +148,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
         replayed = activities(kernels, tl.memops, tl.ranks)  # a window of steps is a slice of it
         out.index = Stored.write(replayed, settings.path(i, "activities.arrow"))
         out.activities, out.waits = replayed.height, tl.waits
+        out.late = late_waits(replayed, tl.nvtx)
     own = isolated(overlap)
     inputs = overlap.filter(~own)
     if not shard.windowed:

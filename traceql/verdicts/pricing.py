@@ -15,6 +15,7 @@ from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
 from traceql.analyzers.replay.activities import KEY, activities, on_clock, with_labels
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Timeline
+from traceql.labelling.late import late_waits
 from traceql.labelling.result import DetectResult
 from traceql.model import schema
 
@@ -57,12 +58,14 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
 
 
 def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None, lost: pl.DataFrame,
-                  mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None) -> Priced:
+                  mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None,
+                  late: pl.DataFrame | None = None) -> Priced:
     """``ops`` (``activities.with_labels``, or stored a file a rank without their cases: ``replay.Stored``, then
     ``cases``: `detect`'s rows of its cases) replayed without each cause: the ranking, the stragglers' cases and
     the critical path of the cases (``lost``: `detect`'s steps). A long run is replayed a window of steps at a
     time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
-    are not replayed (a collective joins its ranks on one axis, which they do not share)."""
+    are not replayed (a collective joins its ranks on one axis, which they do not share). ``late``: the
+    launches the GPUs waited for (``labelling.late``), which split the idle cause."""
     lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
     clocked = on_clock(lazy.filter(pl.col("kind") == "comm").select(
         "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "launch_ns",
@@ -96,7 +99,7 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
                        on=["run_id", "step"], how="left")
     named, cheap = priced(named)
     done = unnamed(done, cheap)
-    out.causes = ranking(done, set(done["run_id"].to_list()) - talking)
+    out.causes = ranking(done, set(done["run_id"].to_list()) - talking, late)
     out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
@@ -152,17 +155,18 @@ def critical_of(done: pl.DataFrame, lost: pl.DataFrame) -> pl.DataFrame:
 def price_run(result: DetectResult, timeline: Timeline) -> DetectResult:
     """``result`` (`detect`'s labels of ``timeline``, a run read whole) with its causes, its stragglers' cases and
     what its cases cost on the critical path, from a replay of its activities."""
-    ops = with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), result.kernels)
-    return _with(result, priced_causes(ops, timeline.waits, result.steps))
+    ops = activities(timeline.kernels, timeline.memops, timeline.ranks)
+    late = late_waits(ops, timeline.nvtx)
+    return _with(result, priced_causes(with_labels(ops, result.kernels), timeline.waits, result.steps, late=late))
 
 
 def price_stored(result: DetectResult, ops: replay.Stored, waits: pl.DataFrame | None,
-                 mapper: replay.Mapper) -> None:
+                 mapper: replay.Mapper, late: pl.DataFrame | None = None) -> None:
     """The same for a run labelled a rank at a time (``labelling.by_rank``'s ``then``): its activities stored a
     file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place."""
     rows = result.rows.lazy() if isinstance(result.rows, pl.DataFrame) else result.rows.scan()
     cases = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "is_slowdown", "baseline_ns").collect()
-    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases))
+    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases, late=late))
 
 
 def _with(result: DetectResult, found: Priced) -> DetectResult:

@@ -12,9 +12,11 @@ import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
+from traceql.analyzers.replay.activities import activities
 from traceql.analyzers.step_breakdown import STEP_KEY, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
+from traceql.labelling.late import late_waits
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
 from traceql.verdicts.pricing import clock_note, straggler_cases, unnamed
@@ -38,6 +40,7 @@ class RanksResult:
     replayed: replay.WhatIf | None = None  # the run replayed without each cause (None: its clocks disagree)
     causes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CAUSES))  # analyzers.causes
     held: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HELD))  # the stragglers' own cases
+    late: pl.DataFrame | None = None  # the launches its GPUs waited for, by CPU section (``labelling.late``)
 
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,10 +94,12 @@ def run_steps(timeline: Timeline, labelled: DetectResult, untraced: float | None
         notes += _cheap_notes(cheap)
         done = replace(done, steps=unnamed(done.steps, cheap))
         talking = set(timeline.kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
-        causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking)
+        late = late_waits(activities(timeline.kernels, timeline.memops, timeline.ranks), timeline.nvtx)
+        causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking, late)
     held = straggler_cases(labelled.kernels, timeline.ranks, arrived, named)
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held)
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held,
+                       late if done is not None else None)
 
 
 def _cheap_notes(cheap: pl.DataFrame) -> list[str]:
@@ -120,4 +125,5 @@ def rank_steps(req: Request) -> RanksResult:
         notes=list(dict.fromkeys([*req.notes(), *(n for p in parts for n in p.notes)])),
         unaligned=[u for p in parts for u in p.unaligned],
         arrivals=pl.concat([p.arrivals for p in parts if p.arrivals is not None]),
-        causes=pl.concat([p.causes for p in parts]), held=pl.concat([p.held for p in parts]))
+        causes=pl.concat([p.causes for p in parts]), held=pl.concat([p.held for p in parts]),
+        late=pl.concat(lates) if (lates := [p.late for p in parts if p.late is not None]) else None)

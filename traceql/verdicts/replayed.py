@@ -70,11 +70,11 @@ def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFram
 
 
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
-            cls: RunClass | None = None, clocks_agree: bool = True) -> RunVerdict:
+            cls: RunClass | None = None, clocks_agree: bool = True, late: pl.DataFrame | None = None) -> RunVerdict:
     """One run's verdict (:class:`RunVerdict`) from its steps: its causes ranked (``analyzers.causes``), then
     what overlap saves; ``cls``: the run's class, whose validated errors make its figures' intervals
     (``verdicts.intervals``; none without); ``clocks_agree``: whether its ranks share one clock (else nothing is
-    replayed)."""
+    replayed); ``late``: the launches its GPUs waited for (``labelling.late``), which split the idle cause."""
     if not clocks_agree:
         out = RunVerdict(run_id, 0, None, None, None, None, [], ranks, False)
         out.lines = ["not replayed: its ranks' clocks disagree (a replay joins the ranks at their collectives): "
@@ -103,7 +103,7 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
     out.intervals = run_bounds(judged, cls, has_comm) if judged.height else {}
     out.untraced = _untraced(judged, has_comm)
     cases = int(judged["cases"].sum()) if judged.height else 0
-    out.causes = ranking(steps, () if has_comm else (run_id,)).to_dicts()
+    out.causes = ranking(steps, () if has_comm else (run_id,), late).to_dicts()
     out.lines = _findings(out, cases, cls)
     return out
 

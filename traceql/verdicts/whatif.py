@@ -73,7 +73,7 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
             runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, cls,
-                                clocks_agree=run_id not in ranked.unaligned))
+                                clocks_agree=run_id not in ranked.unaligned, late=ranked.late))
             if runs[-1].step_ns is not None:  # a figure to bound
                 classes.append(cls)
             if caps and runs[-1].step_ns is not None:
