@@ -15,9 +15,11 @@ of them a step) and as a share of the mean replayed step:
   launch (DDP's hook, the collective's events and stream waits gone: ``without_comm_cpu_ns``), named where it
   costs at least :data:`CPU_WORK_SHARE` of a step (a launch-bound backward).
 
-Each is priced on its own, so the costs overlap and do not add up to the step. The idle cause's cost is split
-by the CPU sections that issued the launches the GPUs waited for (``analyzers.late_launches``), in proportion
-to the time they waited for each (``sections``), where the trace names any.
+Each is priced on its own, so the costs overlap and do not add up to the step. Beside the idle cause's cost
+(on the critical path) stands the time a GPU waited for its launches, measured, a step (``waited_ns``), and the
+CPU sections that issued the launches it waited for (``analyzers.late_launches``: ``sections``, the largest
+:data:`SECTIONS_SHOWN`), where the trace names any: a rank whose CPU held the others (a straggler) keeps its
+idle in the cost, not in the time waited.
 
 :func:`held_cases` tells which slowdown cases ran while their rank waited for a straggler: those are the
 straggler's.
@@ -35,7 +37,8 @@ from traceql.analyzers.late_launches import by_section
 CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
     "run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
     "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64,
-    "sections": pl.List(pl.Struct({"section": pl.String, "cost_ns": pl.Int64}))}
+    "waited_ns": pl.Int64, "sections": pl.List(pl.Struct({"section": pl.String, "wait_ns": pl.Int64,
+                                                          "share": pl.Float64}))}
 # each cause, the what-if that takes it out (``replay.STEPS``)
 WITHOUT = {"contention": "without_contention_ns", "exposed communication": "without_communication_ns",
            "idle": "without_idle_ns", "communication's CPU work": "without_comm_cpu_ns"}
@@ -47,9 +50,10 @@ HELD = {"run_id": pl.String, "straggler": pl.Int32, "cases": pl.Int64, "lost_ns"
 def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per run of ``steps`` (``replay.STEPS``), its causes largest first (:data:`CAUSES`: ``cost_ns`` a normal
     step, ``share`` of the mean replayed step in %, ``steps`` where it cost anything, ``step_cost_ns`` the
-    median cost in those steps; ``sections``: the idle cause's cost by the CPU section that launched late,
-    from ``late``, ``analyzers.late_launches.LATE``). Contention only where the run has slowdown cases,
-    exposed communication only where it has communication (``silent``: the runs without)."""
+    median cost in those steps; for the idle cause, ``waited_ns`` and ``sections``: the time a GPU waited
+    for launches and the CPU sections that issued them, from ``late``, ``analyzers.late_launches.LATE``).
+    Contention only where the run has slowdown cases, exposed communication only where it has communication
+    (``silent``: the runs without)."""
     judged = steps.filter(~pl.col("first") & pl.col("replayed_ns").is_not_null())
     waited = by_section(late, judged) if late is not None else None
     rows: list[dict[str, Any]] = []
@@ -68,19 +72,19 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFram
                 continue
             rows.append(_row(run_id, cause, None, cost, part["step"], n, mean))
             if cause == "idle" and waited is not None:
-                rows[-1]["sections"] = _split(rows[-1]["cost_ns"], waited.filter(pl.col("run_id") == run_id))
+                rows[-1].update(_waited(waited.filter(pl.col("run_id") == run_id)))
     out = pl.DataFrame(rows, schema=CAUSES)
     return out.sort("run_id", "cost_ns", descending=[False, True], maintain_order=True)
 
 
-def _split(cost_ns: int, waited: pl.DataFrame) -> list[dict[str, Any]] | None:
-    """``cost_ns`` split by the sections ``waited`` (``late_launches.SECTIONS``, a run's) in proportion to their
-    share, the largest :data:`SECTIONS_SHOWN`; None where no section is named (no ranges, or none held a late
-    launch)."""
+def _waited(waited: pl.DataFrame) -> dict[str, Any]:
+    """A run's time waited for launches a step (``waited_ns``) and its largest :data:`SECTIONS_SHOWN` sections
+    (``late_launches.SECTIONS``, of that run), the sections None where the trace names none."""
+    total = int(waited["wait_ns"].sum())
     if waited["section"].is_null().all():
-        return None
-    return [{"section": r["section"], "cost_ns": round(cost_ns * r["share"])}
-            for r in waited.head(SECTIONS_SHOWN).iter_rows(named=True)]
+        return {"waited_ns": total, "sections": None}
+    top = waited.head(SECTIONS_SHOWN).select("section", "wait_ns", "share")
+    return {"waited_ns": total, "sections": top.to_dicts()}
 
 
 def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.Series, n: int,
@@ -89,7 +93,8 @@ def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.S
     per_step = float(cost.sum()) / n
     return {"run_id": run_id, "cause": cause, "rank": rank, "cost_ns": round(per_step),
             "share": round(100 * per_step / mean, 2) if mean else None, "steps": steps.filter(hit).to_list(),
-            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0, "sections": None}
+            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0, "waited_ns": None,
+            "sections": None}
 
 
 def label(row: dict[str, Any]) -> str:
@@ -106,9 +111,9 @@ def sentence(row: dict[str, Any], error: str = "") -> str:
         where = f"; {row['step_cost_ns'] / 1e6:,.1f} ms in {step_list(steps)}{where}"
     text = f"{label(row)} costs {row['cost_ns'] / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
     if row.get("sections"):
-        text += ", waiting for launches in " + ", ".join(
-            f"{s['section'] if s['section'] is not None else 'no range'} {s['cost_ns'] / 1e6:,.1f}"
-            for s in row["sections"]) + " ms"
+        text += (f"; a GPU waited {row['waited_ns'] / 1e6:,.1f} ms a step for launches, from " + ", ".join(
+            f"{s['section'] if s['section'] is not None else 'no range'} {s['wait_ns'] / 1e6:,.1f}"
+            for s in row["sections"]) + " ms")
     return text
 
 

@@ -136,3 +136,30 @@ def test_communication_s_cpu_work_is_named_where_the_backward_is_launch_bound() 
     assert "communication's CPU work" not in gpt2["cause"].to_list()
     steps = whatif(RUNS / "gpt2-pair-nsys").steps.filter(~pl.col("first"))
     assert ((steps["replayed_ns"] - steps["without_comm_cpu_ns"]) < 0.01 * steps["replayed_ns"]).all()
+
+
+def test_the_idle_cause_names_the_sections_its_gpus_waited_for() -> None:
+    """A launch-bound run collected with each step's forward, backward and optimizer in ranges (the two-tower
+    recommender, 2 x H200): the idle cause carries the time a GPU waited for launches a step and the sections
+    that issued them, the same in `detect`, `ranks` and `whatif`, the backward and the forward first (where its
+    embeddings and their gradients are launched); a trace without such ranges names none."""
+    from traceql.analyzers.late_launches import by_section, waits
+    from traceql.analyzers.replay.activities import activities
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.late import cpu_ranges
+    from traceql.validation.matrix import load_matrix
+
+    run = load_matrix(RUNS.parent / "library").run("twotower-2g-cap25-alt-r4").path()
+    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes)]
+    rows = [c.filter(pl.col("cause") == "idle").row(0, named=True) for c in found]
+    assert {k: v for k, v in rows[1].items() if k != "run_id"} == {k: v for k, v in rows[2].items() if k != "run_id"}
+    assert all((r["waited_ns"], r["sections"]) == (rows[0]["waited_ns"], rows[0]["sections"]) for r in rows)
+    idle = rows[0]
+    assert [s["section"] for s in idle["sections"]][:2] == ["backward", "forward"]
+    tl = read_timeline(run)
+    late = waits(activities(tl.kernels, tl.memops, tl.ranks), cpu_ranges(tl.nvtx))
+    judged = pl.DataFrame({"run_id": idle["run_id"], "step": whatif(run).steps.filter(~pl.col("first"))["step"]})
+    assert abs(idle["waited_ns"] - by_section(late, judged)["wait_ns"].sum()) < 10
+    assert "a GPU waited" in sentence(idle) and "from backward" in sentence(idle)
+    plain = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes).filter(pl.col("cause") == "idle")
+    assert plain["sections"].to_list() == [None]
