@@ -43,7 +43,8 @@ CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
 WITHOUT = {"contention": "without_contention_ns", "exposed communication": "without_communication_ns",
            "idle": "without_idle_ns", "communication's CPU work": "without_comm_cpu_ns"}
 CPU_WORK_SHARE = 0.01  # communication's CPU work is named where it costs this share of the mean step or more
-SECTIONS_SHOWN = 3  # the idle cause's sections named, largest first
+SECTIONS_SHOWN = 3  # the idle cause's sections named, largest first ...
+NAMED_SHARE = 0.5  # ... where ranges hold at least this share of the time waited
 HELD = {"run_id": pl.String, "straggler": pl.Int32, "cases": pl.Int64, "lost_ns": pl.Int64}
 
 
@@ -79,9 +80,10 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFram
 
 def _waited(waited: pl.DataFrame) -> dict[str, Any]:
     """A run's time waited for launches a step (``waited_ns``) and its largest :data:`SECTIONS_SHOWN` sections
-    (``late_launches.SECTIONS``, of that run), the sections None where the trace names none."""
+    (``late_launches.SECTIONS``, of that run), the sections None where ranges hold less than
+    :data:`NAMED_SHARE` of the time (a trace whose only ranges are a library's: NCCL's, CUB's)."""
     total = int(waited["wait_ns"].sum())
-    if waited["section"].is_null().all():
+    if waited.filter(pl.col("section").is_not_null())["share"].sum() < NAMED_SHARE:
         return {"waited_ns": total, "sections": None}
     top = waited.head(SECTIONS_SHOWN).select("section", "wait_ns", "share")
     return {"waited_ns": total, "sections": top.to_dicts()}
@@ -112,7 +114,7 @@ def sentence(row: dict[str, Any], error: str = "") -> str:
     text = f"{label(row)} costs {row['cost_ns'] / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
     if row.get("sections"):
         text += (f"; a GPU waited {row['waited_ns'] / 1e6:,.1f} ms a step for launches, from " + ", ".join(
-            f"{s['section'] if s['section'] is not None else 'no range'} {s['wait_ns'] / 1e6:,.1f}"
+            f"{s['section'] if s['section'] is not None else 'outside any range'} {s['wait_ns'] / 1e6:,.1f}"
             for s in row["sections"]) + " ms")
     return text
 
