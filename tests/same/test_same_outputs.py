@@ -22,8 +22,8 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved after 4d99ba0: 215 validated runs; the H200 launch-bound class holds RegNet
-BASE = "1f2f9de20896d2a14c189fec0b7e1f1fb8945aa7"
+# moved after 87fb3a9: the idle cause's time waited and CPU sections (waited_ns, sections); 220 validated runs
+BASE = "87fb3a9426d35ffbf3b9ac7b9ceeeb7934cc07c4"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
