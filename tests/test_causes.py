@@ -11,7 +11,7 @@ import pytest
 
 from tests.analyzers.test_stragglers import STRAGGLER_RUNS, injected
 from tests.paths import RUNS
-from traceql.analyzers.causes import sentence
+from traceql.analyzers.causes import CAUSES, sentence
 from traceql.commands.detect import detect
 from traceql.commands.ranks import ranks
 from traceql.commands.whatif import whatif
@@ -24,7 +24,7 @@ def test_the_injected_straggler_is_the_largest_cause_everywhere(run: Path) -> No
     """Its rank first, at about the sleep the collection injected in each step it held, the same in `detect`,
     `ranks` and `whatif`; contention, exposed communication and idle each far below it."""
     want, _ = injected(run)
-    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes)]
+    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes, schema=CAUSES)]
     for causes in found:
         top = causes.row(0, named=True)
         assert (top["cause"], top["rank"], top["steps"]) == ("straggler", want["rank"], sorted(want["steps"]))
@@ -127,12 +127,12 @@ def test_communication_s_cpu_work_is_named_where_the_backward_is_launch_bound() 
     from traceql.validation.matrix import load_matrix
 
     run = load_matrix(RUNS.parent / "library").run("twotower-2g-cap25-alt-r3").path()
-    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes)]
+    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes, schema=CAUSES)]
     for causes in found:
         row = causes.filter(pl.col("cause") == "communication's CPU work").row(0, named=True)
         assert 0.01 <= row["share"] / 100 and 100_000 < row["cost_ns"] < 1_000_000
     assert found[0].equals(found[1]) and found[1].drop("run_id").equals(found[2].drop("run_id"))
-    gpt2 = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes)
+    gpt2 = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes, schema=CAUSES)
     assert "communication's CPU work" not in gpt2["cause"].to_list()
     steps = whatif(RUNS / "gpt2-pair-nsys").steps.filter(~pl.col("first"))
     assert ((steps["replayed_ns"] - steps["without_comm_cpu_ns"]) < 0.01 * steps["replayed_ns"]).all()
@@ -150,7 +150,7 @@ def test_the_idle_cause_names_the_sections_its_gpus_waited_for() -> None:
     from traceql.validation.matrix import load_matrix
 
     run = load_matrix(RUNS.parent / "library").run("twotower-2g-cap25-alt-r4").path()
-    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes)]
+    found = [detect(run).causes, ranks(run).causes, pl.DataFrame(whatif(run).runs[0].causes, schema=CAUSES)]
     rows = [c.filter(pl.col("cause") == "idle").row(0, named=True) for c in found]
     assert {k: v for k, v in rows[1].items() if k != "run_id"} == {k: v for k, v in rows[2].items() if k != "run_id"}
     assert all((r["waited_ns"], r["sections"]) == (rows[0]["waited_ns"], rows[0]["sections"]) for r in rows)
@@ -161,5 +161,6 @@ def test_the_idle_cause_names_the_sections_its_gpus_waited_for() -> None:
     judged = pl.DataFrame({"run_id": idle["run_id"], "step": whatif(run).steps.filter(~pl.col("first"))["step"]})
     assert abs(idle["waited_ns"] - by_section(late, judged)["wait_ns"].sum()) < 10
     assert "a GPU waited" in sentence(idle) and "from backward" in sentence(idle)
-    plain = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes).filter(pl.col("cause") == "idle")
+    plain = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes, schema=CAUSES)
+    plain = plain.filter(pl.col("cause") == "idle")
     assert plain["sections"].to_list() == [None]
