@@ -56,6 +56,9 @@ def step_breakdown(kernels: pl.DataFrame, memops: pl.DataFrame, steps: pl.DataFr
     return out.cast(cast("Mapping[Any, type[pl.DataType]]", BREAKDOWN))
 
 
+LAUNCH_BOUND_IDLE = 0.2  # a run whose GPUs sat idle more than this share of its steps is launch-bound
+
+
 def idle_share(breakdown: pl.DataFrame) -> float | None:
     """The median share of a step its GPUs sat idle (``idle_ns / gpu_ns`` of :func:`step_breakdown`'s rows, a
     rank's step a row), None without a step that ran on a GPU."""

@@ -161,6 +161,10 @@ def test_the_idle_cause_names_the_sections_its_gpus_waited_for() -> None:
     judged = pl.DataFrame({"run_id": idle["run_id"], "step": whatif(run).steps.filter(~pl.col("first"))["step"]})
     assert abs(idle["waited_ns"] - by_section(late, judged)["wait_ns"].sum()) < 10
     assert "a GPU waited" in sentence(idle) and "from backward" in sentence(idle)
+    # launch-bound: idle is the largest cause, its cost near the time waited (the rank that held a step paced
+    # by its CPU, not paused: its pace is idle too)
+    assert all(c.row(0, named=True)["cause"] == "idle" for c in found)
+    assert 0.5 * idle["waited_ns"] < idle["cost_ns"] < 2 * idle["waited_ns"]
     plain = pl.DataFrame(whatif(RUNS / "gpt2-pair-nsys").runs[0].causes, schema=CAUSES)
     plain = plain.filter(pl.col("cause") == "idle")
     assert plain["sections"].to_list() == [None]

@@ -74,3 +74,18 @@ def test_innermost_takes_the_latest_begun_open_range() -> None:
     at = [-1, 5, 10, 25, 30, 45, 55, 60, 99, 100]
     assert innermost(ranges, np.array(at)) == \
         [None, "step", "backward", "ncclAllReduce", "backward", "hook", "hook", "step", "step", None]
+
+
+def test_the_replay_tells_a_launch_bound_run_as_the_verdicts_class_does() -> None:
+    """``removed.launch_bound`` (which runs' stragglers' pace is idle) agrees with the class `whatif` prints."""
+    from tests.paths import RUNS
+    from traceql.analyzers.replay.activities import on_clock
+    from traceql.analyzers.replay.graph import build
+    from traceql.analyzers.replay.removed import launch_bound
+    from traceql.analyzers.step_breakdown import LAUNCH_BOUND_IDLE, idle_share, step_breakdown
+
+    for tl in (_timeline(), read_timeline(RUNS / "gpt2-pair-nsys")):
+        rg = build(on_clock(activities(tl.kernels, tl.memops, tl.ranks)), tl.waits)
+        share = idle_share(step_breakdown(tl.kernels, tl.memops, tl.steps))
+        assert share is not None
+        assert bool(launch_bound(rg)) == (share > LAUNCH_BOUND_IDLE)

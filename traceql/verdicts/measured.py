@@ -14,9 +14,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from traceql.analyzers.step_breakdown import LAUNCH_BOUND_IDLE
+
 FIGURES = Path(__file__).with_name("measured.json")
 VALIDATED = {"AllReduce", "Broadcast"}  # the collectives of the measured runs: DDP's gradients and buffers
-IDLE_SHARE = 0.2  # a run whose GPUs sat idle more than this share of its steps is launch-bound
+IDLE_SHARE = LAUNCH_BOUND_IDLE  # a run whose GPUs sat idle more than this share of its steps is launch-bound
 
 
 @cache
