@@ -28,9 +28,11 @@ def waits(ops: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     ``end_ns``, ``launch_ns``, one rank's times on one clock); ``ranges``: the CPU annotation ranges to name
     them by (``run_id``, ``rank``, ``start_ns``, ``end_ns``, ``text``; step ranges left out by the caller)."""
     timed = (ops.filter((pl.col("step_kind") == "sync") & pl.col("launch_ns").is_not_null())
-             .select("run_id", "rank", "step", "start_ns", "end_ns", "launch_ns")
-             .sort("run_id", "rank", "step", "start_ns", "end_ns"))
-    timed = timed.with_columns(pl.col("end_ns").cum_max().shift(1).over("run_id", "rank", "step").alias("_free"))
+             .select("run_id", "rank", "step", "start_ns", "end_ns", "launch_ns"))
+    if timed.is_empty():
+        return pl.DataFrame(schema=LATE)
+    order, free = reach(step_groups(timed), timed["start_ns"].to_numpy(), timed["end_ns"].to_numpy())
+    timed = timed[order].with_columns(pl.Series("_free", free))
     late = timed.filter((pl.col("start_ns") > pl.col("_free")) & (pl.col("launch_ns") > pl.col("_free")))
     if late.is_empty():
         return pl.DataFrame(schema=LATE)
@@ -42,6 +44,36 @@ def waits(ops: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
                                                  dtype=pl.String)))
     out = pl.concat(parts).group_by("run_id", "rank", "step", "section").agg(pl.col("wait_ns").sum())
     return out.select(list(LATE)).cast(LATE).sort("run_id", "rank", "step", "section", nulls_last=True)  # type: ignore[arg-type]
+
+
+def step_groups(ops: pl.DataFrame) -> np.ndarray:
+    """Per activity of ``ops`` (``run_id``, ``rank``, ``step``), a number of its rank's step."""
+    runs = ops["run_id"]
+    run = (np.zeros(len(runs), np.int64) if runs.n_unique() == 1
+           else runs.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64))
+    rank = ops["rank"].to_numpy().astype(np.int64)
+    step = ops["step"].fill_null(-1).to_numpy().astype(np.int64)
+    width = int(step.max()) + 2
+    return (run * (int(rank.max()) + 1) + rank) * width + step + 1
+
+
+def reach(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The activities in order of ``group`` and start, and for each (in that order) the latest end of the
+    activities before it in its group: when its GPU was free of them; the first of a group's gets its own
+    start (no gap before it)."""
+    low = int(min(start.min(), end.min()))
+    span = int(max(start.max(), end.max())) - low + 1
+    nth = group.astype(np.int64) - int(group.min())  # each group's times lifted above those of the ones before
+    if int(nth.max()) * span >= 2**62:  # too many groups apart for the times to be lifted so: closed up
+        nth = np.unique(nth, return_inverse=True)[1].astype(np.int64).ravel()
+    order = np.argsort((start - low) + nth * span, kind="stable")  # mostly in order already: a merge's work
+    s, e, nth = start[order], end[order], nth[order]
+    first = np.r_[True, nth[1:] != nth[:-1]]
+    lifted = np.maximum.accumulate((e - low) + nth * span)
+    free = np.empty_like(s)
+    free[1:] = lifted[:-1] - nth[1:] * span + low
+    free[first] = s[first]
+    return order, free
 
 
 def innermost(ranges: pl.DataFrame, at: np.ndarray) -> list[str | None]:

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.late_launches import reach, step_groups
 from traceql.analyzers.replay.engine import Graph
 from traceql.analyzers.replay.graph import BLOCKED, CHAIN, RunGraph
 from traceql.analyzers.step_breakdown import LAUNCH_BOUND_IDLE
@@ -68,12 +69,13 @@ def launch_bound(rg: RunGraph) -> set[str]:
     """The runs of ``rg`` whose GPUs sat idle more than ``LAUNCH_BOUND_IDLE`` of a step: the median over their
     ranks' normal steps of the time no activity ran, within the step's span, over that span."""
     ops = rg.ops.select("run_id", "rank", "step", "step_kind", "start_ns", "end_ns").filter(
-        pl.col("step_kind") == "sync").sort("run_id", "rank", "step", "start_ns")
+        pl.col("step_kind") == "sync")
     if ops.is_empty():
         return set()
     key = ["run_id", "rank", "step"]
-    ops = ops.with_columns(pl.col("end_ns").cum_max().shift(1).over(key).alias("_reach"))
-    busy = (pl.col("end_ns") - pl.max_horizontal("start_ns", pl.col("_reach").fill_null(pl.col("start_ns")))).clip(0)
+    order, free = reach(step_groups(ops), ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    ops = ops[order].with_columns(pl.Series("_free", free))
+    busy = (pl.col("end_ns") - pl.max_horizontal("start_ns", "_free")).clip(0)
     steps = ops.group_by(key).agg(busy.sum().alias("busy"),
                                   (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("span"))
     share = steps.filter(pl.col("span") > 0).group_by("run_id").agg(
