@@ -23,6 +23,8 @@ A *configuration* is (model, GPUs, bucket cap) on one GPU kind. Its runs:
   CPU-bound ResNet-50 twice and BERT (GPU-bound) once, on 2 GPUs at 25 MB (``<model>-2g-cap25-alt-r<k>``);
 - batch ``j``: torchvision's RegNetY-400MF, a family the alternating runs' analysis never saw, three alternating
   runs as in batch ``i`` (its held-out check);
+- batch ``k``: a fourth alternating run of each library model and RegNet, its steps' CPU sections in ranges;
+- batch ``l``: each library family's twin and stock runs (2 GPUs, 25 MB and 2 MB, isolated steps): its labels;
 - batch ``e``: repeats of the stock and serialized runs (a configuration's runs on every host of its GPU kind
   are pooled), 2 GPUs, then 4; no twin. They ship their measured step times alone (``lighten.py``): the size
   budget holds no more traces.
@@ -107,6 +109,10 @@ def plan(kind: str) -> list[Run]:
     if kind == "h":  # the two-tower's missing repeats, then more repeats of every library model (light)
         more = [config_runs(m, 2, 25, repeats=6)[2 * r:2 * r + 2] for r in range(3, 6) for m in LIBRARY]
         return config_runs("twotower", 2, 25, repeats=3)[3:] + [r for pair in more for r in pair]
+    if kind == "l":  # labels on the library families: each one's twin, its stock runs at 25 and 2 MB
+        return [r for m in (*LIBRARY, "regnet") for r in (
+            twin(m), Run(f"{m}-2g-cap25-stock-r6", m, 2, "stock", 25, isolated=ISOLATED),
+            Run(f"{m}-2g-cap2-stock", m, 2, "stock", 2, isolated=ISOLATED))]
     if kind == "k":  # a fourth repeat of each launch-bound model, its steps' CPU sections in ranges
         return [alternating(m, 4) for m in (*LIBRARY, "regnet")]
     if kind == "j":
