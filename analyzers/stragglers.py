@@ -66,7 +66,9 @@ def arrivals(kernels: pl.DataFrame, ranks: pl.DataFrame, *, keep: Sequence[str] 
     out = (comm.join(n_ranks, on="run_id")
            .filter(pl.lit(whole) | ((pl.len().over(group) == pl.col("n_ranks")) & (pl.col("n_ranks") > 1)))
            .with_columns((latest.over(group) - pl.col("arrival_ns")).alias("wait_ns"),
-                         (pl.col("rank") == pl.col("rank").sort_by("arrival_ns").last().over(group)).alias("last"),
+                         # of ranks arriving at the same nanosecond the highest is the last, on every reading
+                         (pl.col("rank") == pl.col("rank").sort_by("arrival_ns", "rank").last().over(group))
+                         .alias("last"),
                          (latest - second).over(group).alias("lead"))
            .with_columns(pl.when(pl.col("last")).then(pl.col("lead")).otherwise(0).fill_null(0).alias("held_ns"))
            .select(*ARRIVALS, *keep).sort(*group, "rank"))
