@@ -10,12 +10,17 @@ arguments, not grid and block), kept where at least :data:`MIN_MODELS` models ag
 estimates get one factor for all kernels (their bias, near nothing). The estimate becomes ``estimate /
 factor``, never below what the overlap allows (``physical.floor``).
 
-The table ships as ``factors.json`` beside this module, learned from every model of the matrix
-(``bench/validate.py --write``); the validation scores it leave-one-model-out (each model's runs labelled
-with factors learned from the other models). It holds for the GPUs it was learned on (``gpus``: H100): how much
-a kernel beside an all-reduce slows, and so how far its shortest instance is from its unslowed time, depends on
-the GPU's memory and SMs. On another GPU, or one the trace does not name, the estimates stay as they are
-(:func:`chosen`).
+Only the kinds in :data:`SCALED` are corrected: the ones whose factors, learned with a whole model family held
+out, cost no family F1 (``bench/validate.py``'s family-held-out labels, ``docs/validation.md``). Contaminated
+estimates qualify (an overlapped shortest instance is long by much the same share on every family); borrowed
+ones do not (a key's clean median elsewhere is short on some families and long on others: factors for it cost
+Qwen2-MoE and ViT F1).
+
+The table ships as ``factors.json`` beside this module, learned from every family of the matrix, its library
+models included (``bench/validate.py --write``), with the families and GPU kinds it was learned on (``gpus``:
+:data:`GPU_KINDS`): how much a kernel beside an all-reduce slows depends on the GPU's memory and SMs. On another GPU,
+or one the trace does not name, the estimates stay as they are (:func:`chosen`); where they are corrected,
+``detect`` says so in a note (:func:`applied`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ import polars as pl
 from traceql.analyzers.baselines.kinds import BORROWED, CLEAN, CONTAMINATED, CORRECTED
 
 FACTORS = Path(__file__).with_name("factors.json")
-SCALED = (CLEAN, BORROWED, CORRECTED, CONTAMINATED)  # the estimates a factor corrects
+ESTIMATED = (CLEAN, BORROWED, CORRECTED, CONTAMINATED)  # the kinds a factor could correct
+SCALED = (CONTAMINATED,)  # the kinds it does: those whose factors cost no family held out F1
+# the GPU kinds factors are learned on and applied to: on H200 the contaminated factors cost the GPT-2 pairs F1
+# (0.933 -> 0.916 on 4 GPUs at 2 MB), and the H200 library runs hold too few contaminated kernels to learn from
+GPU_KINDS = ("h100",)
 MIN_MODELS = 2  # a kernel's factor needs this many models that ran it with that kind of estimate
 SCHEMA = {"reference_kind": pl.String, "identity": pl.String, "factor": pl.Float64, "models": pl.UInt32}
 _SHAPE = r" g\S+ b\S+$"  # a key's grid and block, after its name identity (``traceql.model.names.with_keys``)
@@ -56,8 +65,25 @@ def shipped() -> pl.DataFrame:
 
 
 def learned_on() -> list[str]:
-    """The GPU kinds the shipped factors were learned on (``H100``)."""
+    """The GPU kinds the shipped factors were learned on (``H100``, ``H200``)."""
     return list(_file().get("gpus", []))
+
+
+def families() -> list[str]:
+    """The model families the shipped factors were learned on."""
+    return list(_file().get("families", []))
+
+
+def applied(table: pl.DataFrame) -> str | None:
+    """The note ``detect`` gives where ``table`` corrected a run's estimates: which kinds, learned on which
+    families and GPUs (the shipped table), or that the caller's own factors were used; None for none."""
+    if table.is_empty():
+        return None
+    kinds = ", ".join(sorted(set(table["reference_kind"])))
+    if table.equals(shipped()):
+        learned = f"{len(families())} model families ({', '.join(families())}) on {', '.join(learned_on())}"
+        return f"note: {kinds} estimates divided by factors learned on {learned}"
+    return f"note: {kinds} estimates divided by the given factors ({table.height})"
 
 
 def chosen(given: pl.DataFrame | None, gpu_names: Iterable[str | None]) -> pl.DataFrame:
@@ -77,10 +103,11 @@ def _join_identity() -> pl.Expr:
     return pl.when(pl.col("reference_kind") == CLEAN).then(None).otherwise(pl.col("identity"))
 
 
-def learn(rows: pl.DataFrame, min_models: int = MIN_MODELS) -> pl.DataFrame:
+def learn(rows: pl.DataFrame, min_models: int = MIN_MODELS, kinds: Iterable[str] = SCALED) -> pl.DataFrame:
     """The factors (:data:`SCHEMA`) from ``rows``: one per kernel judged against a twin, with ``model`` (what
-    agrees), ``reference_kind``, ``identity``, ``estimate_ns`` (the uncorrected estimate) and ``twin_ns``."""
-    ok = (pl.col("reference_kind").is_in(SCALED) & (pl.col("estimate_ns") > 0) & (pl.col("twin_ns") > 0))
+    agrees: a family), ``reference_kind``, ``identity``, ``estimate_ns`` (the uncorrected estimate) and
+    ``twin_ns``; for the estimates of ``kinds`` alone."""
+    ok = (pl.col("reference_kind").is_in(list(kinds)) & (pl.col("estimate_ns") > 0) & (pl.col("twin_ns") > 0))
     per_model = (rows.filter(ok.fill_null(False))
                  .with_columns(_join_identity().alias("identity"),
                                (pl.col("estimate_ns") / pl.col("twin_ns")).alias("_ratio"))
@@ -91,12 +118,12 @@ def learn(rows: pl.DataFrame, min_models: int = MIN_MODELS) -> pl.DataFrame:
             .sort("reference_kind", "identity", nulls_last=True).select(list(SCHEMA)))
 
 
-def write(factors: pl.DataFrame, note: str, gpus: list[str]) -> str:
+def write(factors: pl.DataFrame, note: str, gpus: list[str], learned_families: list[str]) -> str:
     """``factors`` as the text of ``factors.json`` (``note``: what they were learned from, on ``gpus``: kinds
-    such as ``H100``)."""
+    such as ``H100``, of ``learned_families``)."""
     rows = [[k, i, round(f, 4), m] for k, i, f, m in factors.select(list(SCHEMA)).iter_rows()]
-    return json.dumps({"learned_on": note, "gpus": gpus, "min_models": MIN_MODELS, "factors": rows},
-                      indent=0) + "\n"
+    return json.dumps({"learned_on": note, "gpus": gpus, "families": learned_families, "kinds": list(SCALED),
+                       "min_models": MIN_MODELS, "factors": rows}, indent=0) + "\n"
 
 
 def factor_of(estimates: pl.DataFrame, factors: pl.DataFrame | None = None) -> pl.Series:

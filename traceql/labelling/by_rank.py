@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.baselines.learned import chosen
+from traceql.analyzers.baselines.learned import chosen, empty
 from traceql.analyzers.baselines.physical import ticks
 from traceql.analyzers.baselines.replicas import groups
 from traceql.analyzers.baselines.sequences import alignments, canonical_steps
@@ -50,7 +50,7 @@ from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.core import baseline_notes, detector_for, no_kernels
 from traceql.labelling.judged import detector_matrix, sampled_rows
-from traceql.labelling.modes import LabelSource, choose
+from traceql.labelling.modes import LabelSource, choose, factor_notes
 from traceql.labelling.options import TOP
 from traceql.labelling.passes import (
     Labelled,
@@ -232,6 +232,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         compute = sum(r.compute for r in firsts)
         rate = sum(r.matched for r in firsts) / compute if compute else 0.0
         notes += baseline_notes(rate, settings.baseline)
+    notes += factor_notes(run.factors if run.factors is not None else empty(), source)
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
     kept = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
     stored = [path for path, _ in kept]

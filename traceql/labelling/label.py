@@ -28,7 +28,7 @@ from traceql.labelling.core import (
     scored,
 )
 from traceql.labelling.inputs import Baseline, Timeline
-from traceql.labelling.modes import choose
+from traceql.labelling.modes import choose, factor_notes
 from traceql.labelling.options import TOP
 from traceql.labelling.result import DetectResult, rank_summary
 from traceql.model import schema
@@ -47,12 +47,12 @@ def import_detector() -> None:
     preload(DETECTOR_MODULE)
 
 
-def _scored(kernels: pl.DataFrame, model: SlowdownDetector, gpus: list[str | None]) -> pl.DataFrame:
+def _scored(kernels: pl.DataFrame, model: SlowdownDetector, factors: pl.DataFrame) -> pl.DataFrame:
     """Compute kernels with ``_row``, overlap, the detector's features and score (the detector fitted on the
-    kernels outside isolated steps: those are a reference, hidden from it); the estimates' factors those of the
-    detector, else the shipped ones where the run's ``gpus`` are of the kind they were learned on."""
+    kernels outside isolated steps: those are a reference, hidden from it), the estimates divided by
+    ``factors``."""
     overlap = prepared(kernels)
-    features = feature_table(feature_inputs(overlap), chosen(getattr(model, "estimate_factors", None), gpus))
+    features = feature_table(feature_inputs(overlap), factors)
     if not features.is_empty():
         model.fit(features.select(COLUMNS).to_numpy())
     return scored(overlap, features, model)
@@ -79,7 +79,9 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         f"note: {', '.join(kernels['run_id'].unique(maintain_order=True).to_list())}: no communication kernels: "
         "nothing overlaps, so no slowdown cases"])
     detector = detector_for(threshold, detector)
-    judged = _scored(kernels, detector, timeline.gpus)
+    # the detector's factors, else the shipped ones where the run's GPUs are of a kind they were learned on
+    factors = chosen(getattr(detector, "estimate_factors", None), timeline.gpus)
+    judged = _scored(kernels, detector, factors)
     rate = metrics_rate = None
     source = choose(has_baseline=baseline is not None, has_isolated_steps=timeline.has_isolated_steps(),
                     single_trace=single_trace)
@@ -87,6 +89,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         rate = match_rate(judged, baseline.signatures.to_frame())
         notes += baseline_notes(rate, baseline)
     labelled, source = decide(judged, source, baseline=baseline, model=detector, threshold=threshold)
+    notes += factor_notes(factors, source)
     del judged  # the features and estimates: only the labels' columns go on (millions of rows)
     out = labelled = labelled.select(*schema.CASES)
     if metrics is not None:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from enum import Enum
 
+import polars as pl
+
+from traceql.analyzers.baselines.learned import applied
+
 
 class LabelSource(Enum):
     """A run's label source: its value is the ``mode`` of JSON outputs, its sentence what the report and the
@@ -50,3 +54,10 @@ def combine(modes: list[str]) -> str:
     if len(labelled) == 1:
         return labelled.pop()
     return LabelSource.BASELINE.mode if LabelSource.BASELINE.mode in labelled else LabelSource.MIXED.mode
+
+
+def factor_notes(factors: pl.DataFrame, source: LabelSource) -> list[str]:
+    """What labels from ``source`` say of the learned ``factors`` their estimates were divided by: one note where
+    the detector labelled and there were any (``baselines.learned.applied``)."""
+    said = applied(factors) if source in (LabelSource.DETECTOR, LabelSource.MIXED) else None
+    return [said] if said else []

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
+from traceql.validation.label_sections import by_family, by_kind
 from traceql.validation.sections import alternating, classes, library, table
 
 
@@ -53,7 +54,7 @@ def _serial_lines(rows: list[dict[str, Any]], title: str) -> list[tuple[str, str
 
 def _summary(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     lab, ser, inj = res["labels"], res["serialized"], res["injected"]
-    lines = [("detector F1, leave-one-model-out", *_spread(lab, "f1", min, ".3f")),
+    lines = [("detector F1, family held out", *_spread(lab, "f1", min, ".3f")),
              ("  without kernels within 3 % of 1.2x", *_spread(lab, "f1_far", min, ".3f")),
              ("  precision", *_spread(lab, "precision", min, ".3f")),
              ("  recall", *_spread(lab, "recall", min, ".3f")),
@@ -114,15 +115,16 @@ def _settings(res: dict[str, Any]) -> list[str]:
              or (s["band"] == ship[0] == d.threshold and s["margin"] == ship[2]) else "")
             for s in sorted(res["settings"], key=lambda s: -s["f1"])]
     return ["## The detector's settings", "",
-            "Mean F1 over every stock run at each setting (each model's estimates corrected by the factors learned "
-            "without it). band: from this ratio up to the threshold the forest decides (at the threshold, "
+            "Mean F1 over every stock run at each setting (without factors). band: from this ratio up to the "
+            "threshold the forest decides (at the threshold, "
             f"{PAIRED_FACTOR}, it decides nothing and contamination does not matter); margin: a case's ratio must "
             "pass the threshold by this share. shipped: `detect`'s default.", "",
             *table(("band", "contamination", "margin", "mean F1", "shipped"), rows, right=0), ""]
 
 
 def _factors(res: dict[str, Any]) -> list[str]:
-    """The estimates' factors `detect` ships (learned from every model), and how many each model was scored with."""
+    """The estimates' factors `detect` ships (learned from every family), and how many each family was scored
+    with."""
     if "factors" not in res:
         return []
     rows = [(kind, "(every kernel)" if ident is None else ident if len(ident) <= 64 else ident[:61] + "...",
@@ -130,10 +132,10 @@ def _factors(res: dict[str, Any]) -> list[str]:
     held = ", ".join(f"{m} {len(t)}" for m, t in res["factors"].items() if m != "all")
     return ["## Learned estimate factors", "",
             "A within-trace estimate of this kind of reference and kernel is divided by its factor: the median over "
-            "the models that ran it of each model's median estimate / twin "
-            "([detect](commands/detect.md#learned-factors)). What `detect` ships for H100 runs, learned from every "
-            "model; each "
-            f"model's labels above were made with those learned without it (factors: {held}).", "",
+            "the families that ran it of each family's median estimate / twin "
+            "([detect](commands/detect.md#learned-factors)). What `detect` ships for runs on the GPU kinds above, "
+            "learned from every family; each "
+            f"family's labels above were made with those learned without it (factors: {held}).", "",
             *table(("reference", "kernel identity", "factor", "models"), rows, right=2), ""]
 
 
@@ -148,17 +150,20 @@ def render(res: dict[str, Any]) -> str:
            "How the matrix was collected: [the ground-truth matrix](groundtruth.md).", "",
            "## Summary", "", "Worst: the value furthest from right, and where.", "",
            *table(("verdict", "n", "median", "worst"), _summary(res)), "", "## By group", "",
-           "Detector F1 (leave-one-model-out) and the serialized step's error.", "", *_groups(res)]
+           "Detector F1 (family held out) and the serialized step's error.", "", *_groups(res),
+           *by_family(res), *by_kind(res)]
     lab = [(r["run"], str(r["truth"]), str(r["cases"]), f"{r['precision']:.3f}", f"{r['recall']:.3f}",
-            f"{r['f1']:.3f}", f"{r['f1_far']:.3f}", f"{r['lost_ratio']:.2f}",
+            f"{r['f1']:.3f}", f"{r['f1_without']:.3f}", f"{r['f1_far']:.3f}", f"{r['lost_ratio']:.2f}",
             "-" if r["inrun_f1"] is None else f"{r['inrun_f1']:.3f}",
             f"{r['band']}/{r['contamination']}/{r.get('margin', 0.01):g}")
            for r in res["labels"]]
     out += ["## Labels, per stock run", "",
             "truth: twin cases; cases: the detector's; far: F1 without the kernels within 3 % of the threshold; "
             "lost: the time lost the detector claims over the twins' excess; settings: band/contamination/margin "
-            "chosen on the other models, with the estimates' factors learned on them.", "",
-            *table(("run", "truth", "cases", "P", "R", "F1", "far", "lost", "in-run", "settings"), lab), "",
+            "chosen on the other families' runs, without factors; F1 with the estimates' factors learned on them "
+            "(without: none).", "",
+            *table(("run", "truth", "cases", "P", "R", "F1", "without", "far", "lost", "in-run", "settings"), lab),
+            "",
             *_settings(res), *_factors(res)]
     ser = [(r["config"], f"{r['stock_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['measured_ms']:.2f}",
             f"{r.get('hook_ms', 0.0):.2f}", f"{r['error']:+.1%}", f"{r['saves_predicted_ms']:+.2f}",
@@ -232,7 +237,8 @@ def verdict_errors(res: dict[str, Any]) -> dict[str, str]:
              f"{res['configurations']} configurations)")
     return {
         "commands/detect.md": f"{where}: single-trace detector F1 median {statistics.median(f1):.3f}, worst "
-                              f"{min(f1):.3f} (leave-one-model-out); in-run labels F1 median "
+                              f"{min(f1):.3f} ({len(lab)} runs of {len({r['family'] for r in lab})} model families, "
+                              "each held out); in-run labels F1 median "
                               f"{statistics.median(inrun):.3f}, worst {min(inrun):.3f}.",
         "commands/whatif.md": f"{where}: serialized: {_pct([r['error'] for r in ser])}; overlap saving of the "
                               f"right sign in {right} of {len(ser)}; another bucket cap: {_pct(cap or [0.0])}; "

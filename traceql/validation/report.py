@@ -1,65 +1,25 @@
 """Every verdict scored on the ground-truth matrix (``results``; ``page`` shows them).
 
-Labels: the single-trace detector's estimate factors, band, contamination and margin are chosen
-*leave-one-model-out*: for each model, the factors learned from the other models' stock runs and the setting
-with the best mean F1 over them, then scored on that model's runs alone.
+Labels: scored with a whole model family held out (``families``), the library models' runs with twins included:
+for each family, the estimates' factors learned from the other families and the setting with the best mean F1
+over their runs, then scored on that family's runs alone.
 """
 
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Callable
 from typing import Any
 
-import polars as pl
-
-from traceql.analyzers.baselines.learned import learn
 from traceql.analyzers.detection.threshold import PAIRED_FACTOR
 from traceql.analyzers.replay.alone import CommAlone, fit
-from traceql.validation import alternating, caps, classes, scoring, whatifs
+from traceql.validation import alternating, caps, classes, families, whatifs
 from traceql.validation.matrix import Matrix, Pooled, family
 
 BANDS, CONTAMINATIONS, MARGINS = (1.1, 1.15, PAIRED_FACTOR), (0.05, 0.1), (0.0, 0.01)
 # band, contamination, margin; at band = threshold the forest decides nothing: one contamination will do
 SETTINGS = [s for s in itertools.product(BANDS, CONTAMINATIONS, MARGINS)
             if s[0] < PAIRED_FACTOR or s[1] == CONTAMINATIONS[-1]]
-
-
-def _label_rows(matrix: Matrix, progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, Any],
-                                                                          list[dict[str, Any]]]:
-    """Per stock run, the detector's labels against the twins', leave-one-model-out: the estimates' factors
-    (``baselines.learned``) learned from the other models' runs, and the band and contamination with the best
-    mean F1 over them; and the factors learned from every model (``all``: what ``detect`` ships) and without each
-    model (its name); and each setting's mean F1 over every run (with the factors learned without its model)."""
-    rows: list[dict[str, Any]] = []
-    grid, truths, learned = {}, {}, []
-    stock = [run for cfg in matrix.configurations() if cfg.twin is not None for run in cfg.stock]  # no twin: unlabelled
-    for i, run in enumerate(stock, 1):
-        progress(f"estimates {i}/{len(stock)}: {run.name}")
-        truths[run.label] = pl.read_parquet(matrix.labels_path(run))
-        learned.append(scoring.estimate_rows(run, truths[run.label], family(run.model)))
-    every = pl.concat(learned)
-    factors = {f: learn(every.filter(pl.col("model") != f)) for f in {family(r.model) for r in stock}}
-    for i, run in enumerate(stock, 1):
-        progress(f"labels {i}/{len(stock)}: {run.name}")
-        truth = truths[run.label]
-        for s in SETTINGS:
-            labels = scoring.detector_labels(run, *s, factors=factors[family(run.model)])
-            grid[(run.label, s)] = scoring.score(labels, truth)
-        inrun = scoring.inrun_labels(run)
-        rows.append({"run": run.label, "gpu": run.gpu, "model": run.model, "world": run.world, "cap": run.cap,
-                     "inrun_f1": None if inrun is None else scoring.score(inrun, truth).f1,
-                     "factors": factors[family(run.model)].height})
-    for row in rows:
-        others = [r["run"] for r in rows if family(r["model"]) != family(row["model"])]
-        best = max(SETTINGS, key=lambda s: (statistics.mean(grid[(n, s)].f1 for n in others), -s[0]))
-        sc = grid[(row["run"], best)]
-        row.update(band=best[0], contamination=best[1], margin=best[2], truth=sc.truth, cases=sc.cases,
-                   precision=sc.precision, recall=sc.recall, f1=sc.f1, f1_far=sc.f1_far, lost_ratio=sc.lost_ratio)
-    grid_means = [{"band": s[0], "contamination": s[1], "margin": s[2],
-                   "f1": statistics.mean(grid[(r["run"], s)].f1 for r in rows)} for s in SETTINGS]
-    return rows, {"all": learn(every).rows(), **{f: t.rows() for f, t in sorted(factors.items())}}, grid_means
 
 
 def _serial_rows(matrix: Matrix, progress: Callable[[str], None],
@@ -136,17 +96,20 @@ def _injected_rows(matrix: Matrix, progress: Callable[[str], None]) -> list[dict
 
 
 def results(matrix: Matrix, progress: Callable[[str], None] = lambda _: None,
-            library: Matrix | None = None) -> dict[str, Any]:
+            library: Matrix | None = None, labelled: list[Matrix] | None = None) -> dict[str, Any]:
     """Every verdict on every run of ``matrix``: labels per stock run, serialized per configuration, the
     straggler and delay what-ifs per injected run; with ``library``, the serialized what-if on its
     configurations too (``library``) and on its alternating runs (``alternating``), and the intervals each class
-    of run earned (``classes``)."""
+    of run earned (``classes``). ``labelled``: more matrices whose stock runs with twins are labelled too (the
+    library models'; ``library`` is one of them where given)."""
     serial, pooled, comm = _serial_rows(matrix, progress)
-    labels, factors, settings = _label_rows(matrix, progress)
+    more = [*([library] if library is not None else []), *(labelled or [])]
+    labels, factors, settings, no_cases = families.rows([matrix, *more], SETTINGS, progress)
     extra = _library_rows(library, comm, progress) if library is not None else []
     alone = CommAlone(comm["wait_ns"], comm["share"])
     paired = alternating.rows(library, alone, progress) if library is not None else []
-    out = {"factors": factors, "settings": settings, "comm_alone": comm,
+    out = {"factors": factors, "settings": settings, "comm_alone": comm, "labels_without_cases": no_cases,
+           "families": sorted({r["family"] for r in labels}), "labelled_runs": len(labels),
             "runs": len(matrix.runs) + len(matrix.repeats), "repeats": len(matrix.repeats),
             "gpus": sorted({r.kind for r in matrix.runs}), "pooled": pooled,
             "hosts": sorted({r.gpu for r in matrix.runs + matrix.repeats}),

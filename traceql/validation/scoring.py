@@ -104,22 +104,6 @@ def detector_labels(run: MatrixRun, band: float, contamination: float, margin: f
     return detect(run.path(), single_trace=True, detector=det).kernels
 
 
-def estimate_rows(run: MatrixRun, truth: pl.DataFrame, model: str) -> pl.DataFrame:
-    """What the estimates' factors are learned from (``baselines.learned.learn``): each judged kernel of a stock
-    run with its uncorrected within-trace estimate, its kind, its name's identity and its twin's duration."""
-    from traceql.analyzers.baselines.learned import empty
-    from traceql.model.names import identity
-
-    labels = detector_labels(run, PAIRED_FACTOR, 0.1, factors=empty())
-    t = truth.filter(judged(truth)).select(*KEY, pl.col("baseline_ns").alias("twin_ns"))
-    rows = t.join(labels.select(*KEY, pl.col("name").cast(pl.String), "reference_kind",
-                                pl.col("baseline_ns").alias("estimate_ns")), on=KEY, how="inner")
-    names = rows.select("name").unique().drop_nulls()
-    names = names.with_columns(pl.Series("identity", [identity(n) for n in names["name"]], pl.String))
-    return rows.join(names, on="name", how="left").select(
-        pl.lit(model).alias("model"), "reference_kind", "identity", "estimate_ns", "twin_ns")
-
-
 def inrun_labels(run: MatrixRun) -> pl.DataFrame | None:
     """The in-run labels of a stock run (its isolated steps the reference); None where `detect` would not
     take them as a reference."""
