@@ -155,6 +155,8 @@ def test_the_figures_are_those_of_the_runs() -> None:
     labels = scoring.detector_labels(run, row["band"], row["contamination"], row["margin"], factors=held)
     got = scoring.score(labels, truth)
     assert math.isclose(row["f1"], got.f1) and math.isclose(row["recall"], got.recall)
+    f1_decided, _, share = scoring.on_decided(labels, truth)
+    assert math.isclose(row["f1_decided"], f1_decided) and math.isclose(row["decided"], share) and 0.5 < share < 1
     plain = scoring.detector_labels(run, row["band"], row["contamination"], row["margin"], factors=empty())
     assert math.isclose(row["f1_without"], scoring.score(plain, truth).f1)
     assert math.isclose(row["inrun_f1"], scoring.score(scoring.inrun_labels(run), truth).f1)

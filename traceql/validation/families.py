@@ -87,6 +87,8 @@ def _row(c: Case, setting: Setting, tables: dict[str, pl.DataFrame]) -> dict[str
         if way == "shipped":
             row.update({k: v for k, v in asdict(sc).items() if k in ("truth", "cases", "precision", "recall", "f1",
                                                                      "f1_far")}, lost_ratio=sc.lost_ratio)
+            row.update(zip(("f1_decided", "precision_decided", "decided"), scoring.on_decided(labelled, c.truth),
+                           strict=True))
         else:
             row.update({f"f1_{way}": sc.f1, f"precision_{way}": sc.precision})
         if way != "every_kind":

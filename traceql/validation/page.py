@@ -58,6 +58,9 @@ def _summary(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
              ("  without kernels within 3 % of 1.2x", *_spread(lab, "f1_far", min, ".3f")),
              ("  precision", *_spread(lab, "precision", min, ".3f")),
              ("  recall", *_spread(lab, "recall", min, ".3f")),
+             ("  F1 on the kernels it decided", *_spread(lab, "f1_decided", min, ".3f")),
+             ("  precision on them", *_spread(lab, "precision_decided", min, ".3f")),
+             ("  share of the judged kernels decided", *_spread(lab, "decided", min, ".3f")),
              ("  time lost / the twins' excess", *_spread(lab, "lost_ratio", min, ".2f")),
              ("in-run labels F1", *_spread(lab, "inrun_f1", min, ".3f"))]
     if res.get("pooled"):

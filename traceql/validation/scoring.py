@@ -93,6 +93,18 @@ def score(labels: pl.DataFrame, truth: pl.DataFrame, threshold: float = PAIRED_F
                  lost, true_lost)
 
 
+def on_decided(labels: pl.DataFrame, truth: pl.DataFrame) -> tuple[float, float, float]:
+    """F1 and precision of ``labels`` on the kernels they decided (``is_slowdown`` not null: an undecided kernel,
+    overlapped with no reference or a contaminated one, is neither a case nor known not to be one), and the share
+    of the judged kernels that they decided."""
+    decided = labels.filter(pl.col("is_slowdown").is_not_null()).select(KEY)
+    judged_ = truth.filter(judged(truth)).select(KEY)
+    mine = truth.join(decided, on=KEY, how="semi")
+    s = score(labels.join(decided, on=KEY, how="semi"), mine)
+    share = judged_.join(decided, on=KEY, how="semi").height / judged_.height if judged_.height else 1.0
+    return s.f1, s.precision, share
+
+
 def detector_labels(run: MatrixRun, band: float, contamination: float, margin: float = 0.01, *,
                     factors: pl.DataFrame | None = None) -> pl.DataFrame:
     """The single-trace detector's labels of a stock run (its isolated steps hidden), at these settings, its
