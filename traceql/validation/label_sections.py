@@ -54,8 +54,8 @@ def by_kind(res: dict[str, Any]) -> list[str]:
         for way in ("kinds_shipped", "kinds_without"):
             t, c, tp = (sum(r[way].get(kind, [0, 0, 0])[i] for r in res["labels"]) for i in range(3))
             p, rec, f = _f1(t, c, tp)
-            cells += [str(t), str(c), f"{p:.3f}", f"{rec:.3f}", f"{f:.3f}"] if way == "kinds_shipped" else \
-                [f"{p:.3f}", f"{f:.3f}"]
+            prec = f"{p:.3f}" if c else "-"  # no case claimed: no precision
+            cells += [str(t), str(c), prec, f"{rec:.3f}", f"{f:.3f}"] if way == "kinds_shipped" else [prec, f"{f:.3f}"]
         rows.append(tuple(cells))
     return ["### By reference kind", "",
             "Every run's judged kernels pooled by the reference the detector gave them: truth: twin cases; cases: "
