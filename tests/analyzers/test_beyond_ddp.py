@@ -58,10 +58,12 @@ def _judged_scores(run, single) -> tuple[float, float]:
 
 
 def test_fsdp2_detector_labels_agree_with_the_twins() -> None:
-    """Measured by bench/detector_f1.py: P 0.976, R 0.827 (the misses: every instance of some kernels overlaps
-    an all-gather, so the reference the run offers is itself slowed)."""
+    """Measured by bench/detector_f1.py: P 0.942, R 0.872 (F1 0.906; the misses: every instance of some kernels
+    overlaps an all-gather, so the reference the run offers is itself slowed). The intercept of duration against
+    overlap over a narrow span traded P 0.967, R 0.852 (the same F1) for these: it finds more of those kernels,
+    some wrongly."""
     precision, recall = _judged_scores(FSDP2, FSDP2_SINGLE)
-    assert precision >= 0.95 and recall >= 0.75
+    assert precision >= 0.93 and recall >= 0.85
 
 
 def test_tensor_parallel_blocks_overlap_nothing_and_have_no_case() -> None:

@@ -8,10 +8,10 @@ given together may mix the last two. Each kernel's row says its own (``label_sou
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from traceql.analyzers.baselines.learned import applied
+if TYPE_CHECKING:  # the command line imports this module: polars only where a trace is read
+    import polars as pl
 
 
 class LabelSource(Enum):
@@ -59,5 +59,7 @@ def combine(modes: list[str]) -> str:
 def factor_notes(factors: pl.DataFrame, source: LabelSource) -> list[str]:
     """What labels from ``source`` say of the learned ``factors`` their estimates were divided by: one note where
     the detector labelled and there were any (``baselines.learned.applied``)."""
+    from traceql.analyzers.baselines.learned import applied
+
     said = applied(factors) if source in (LabelSource.DETECTOR, LabelSource.MIXED) else None
     return [said] if said else []
