@@ -65,7 +65,7 @@ def shipped() -> pl.DataFrame:
 
 
 def learned_on() -> list[str]:
-    """The GPU kinds the shipped factors were learned on (``H100``, ``H200``)."""
+    """The GPU kinds the shipped factors were learned on and apply to (``H100``: :data:`GPU_KINDS`)."""
     return list(_file().get("gpus", []))
 
 
@@ -75,7 +75,7 @@ def families() -> list[str]:
 
 
 def applied(table: pl.DataFrame) -> str | None:
-    """The note ``detect`` gives where ``table`` corrected a run's estimates: which kinds, learned on which
+    """The note ``detect`` gives where ``table`` applies to a run's estimates: which kinds, learned on which
     families and GPUs (the shipped table), or that the caller's own factors were used; None for none."""
     if table.is_empty():
         return None
