@@ -253,6 +253,9 @@ def _one_line(text: str, most: int = 300) -> str:
 def _why(run: Path, rank: dict[str, Any]) -> str:
     """How a rank failed, in one line: its exception and where in the user's code, and its log."""
     log = f"log: {run / rank['log']}"
+    crash = manifest.crash_of(run, rank["rank"]) if rank["status"] != "failed" else None
+    if crash:
+        return f"it died: {crash} ({log})"
     if not rank.get("error"):
         ended = "before writing a result" if rank["status"] == "missing" else "without writing its result"
         return f"it ended {ended} ({log})"
@@ -282,8 +285,10 @@ def _raise_for(run: Path, result: dict[str, Any]) -> None:
         launcher_log = run / "logs" / "launcher.log"
         raise CollectError(f"{run}: the launcher failed (log: {launcher_log})",
                            detail=manifest.log_tail(run, "launcher"), stage="run")
-    # the rank that failed first is the cause; the others usually fail in a collective after it
-    first = min(bad, key=lambda r: (r["status"] != "failed", r["finished"] or float("inf")))
+    # a rank that died of a signal is the cause, else the rank that failed first; the others usually fail in a
+    # collective after it (a peer's connection reset)
+    first = min(bad, key=lambda r: (r["status"] == "failed" or manifest.crash_of(run, r["rank"]) is None,
+                                    r["status"] != "failed", r["finished"] or float("inf")))
     others = [str(r["rank"]) for r in bad if r is not first]
     also = f" (then rank(s) {', '.join(others)} stopped too)" if others else ""
     raise CollectError(f"{run}: rank {first['rank']} failed: {_why(run, first)}{also}", stage="run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -42,6 +43,25 @@ def log_tail(run: Path, rank: int | str, lines: int = 15) -> str:
         return "(no log)"
     text = path.read_text(errors="replace").splitlines()
     return "\n".join(text[-lines:])
+
+
+FATAL = "Fatal Python error: "  # what the fault handler writes first when a rank dies of a signal
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')
+
+
+def crash_of(run: Path, rank: int) -> str | None:
+    """How a rank died of a signal, in a few words, from the fault handler's report at the end of its log
+    (``rankwrap`` turns it on): the fatal error, the line the C library printed just before it where there is
+    one, and the innermost Python frame; None where the log holds no such report."""
+    lines = log_tail(run, rank, lines=200).splitlines()
+    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(FATAL)), None)
+    if at is None:
+        return None
+    what = lines[at][len(FATAL):].strip()
+    before = lines[at - 1].strip() if at and lines[at - 1].strip() and not lines[at - 1].startswith("[") else ""
+    frame = next((m for m in map(_FRAME.match, lines[at + 1:]) if m), None)
+    where = f" in {Path(frame[1]).name}:{frame[2]} {frame[3]}" if frame else ""
+    return f"{what}{f' ({before})' if before else ''}{where}"
 
 
 def _median(xs: list[float]) -> float | None:

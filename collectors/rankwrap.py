@@ -1,5 +1,7 @@
 """What the launcher starts for every rank: send the rank's output to its log, wrap it in the profiler if
-this rank is profiled, and become that command.
+this rank is profiled, and become that command. Python's fault handler is on in the rank (``PYTHONFAULTHANDLER``,
+unless the environment sets it): a rank that dies of a signal (a crash in native code, such as a corrupted heap)
+leaves ``Fatal Python error`` and its Python stack in its log, and ``collect`` names it as the cause.
 
     python -m traceql.collectors.rankwrap RUN_DIR/launch.json
 """
@@ -36,7 +38,7 @@ def main() -> None:
     os.dup2(fd, 2)
     command = rank_command(spec, rank)
     print(f"[rank {rank}] {' '.join(command)}", flush=True)
-    env = {**os.environ, **spec.get("env", {})}
+    env = {"PYTHONFAULTHANDLER": "1", **os.environ, **spec.get("env", {})}
     os.execvpe(command[0], command, env)
 
 

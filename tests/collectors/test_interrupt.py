@@ -27,6 +27,8 @@ SLEEPY = TINY_MODEL.replace(BACKWARD, BACKWARD + (  # each rank says when it is 
     '    time.sleep(600)\n'))
 FAILING = TINY_MODEL.replace(BACKWARD, BACKWARD + '    if os.environ.get("RANK") == "1":\n'
                                                  '        raise RuntimeError("boom on purpose")\n')
+CRASHING = TINY_MODEL.replace(BACKWARD, BACKWARD + '    if os.environ.get("RANK") == "0":\n'
+                                                  '        os.abort()  # dies of SIGABRT, as on a corrupted heap\n')
 HAVE_PROC = os.path.isdir("/proc/self")
 
 
@@ -164,6 +166,21 @@ def test_a_failing_rank_is_one_line_with_where_and_its_log(tmp_path: Path) -> No
     assert rank1["error_at"] == {"file": "define_model.py", "line": line, "function": "backward_pass",
                                  "in_input": True}
     assert "Traceback" in (run / "logs" / "rank1.log").read_text()  # the whole traceback stays in the log
+
+
+def test_a_rank_that_dies_of_a_signal_is_named_the_cause(tmp_path: Path) -> None:
+    """Rank 0 dies of SIGABRT in its backward (as a native crash does: no exception, no result); rank 1 then
+    fails in the all-reduce, its peer gone. The error names rank 0, how it died and where (the fault handler's
+    report in its log), not rank 1's connection reset."""
+    run = tmp_path / "run"
+    proc = _collect(_variant(tmp_path, model=CRASHING), run, "--timeout", "120")
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 6, err
+    assert err.count("\n") == 1, err
+    line = CRASHING.splitlines().index("        os.abort()  # dies of SIGABRT, as on a corrupted heap") + 1
+    assert f"rank 0 failed: it died: Aborted in define_model.py:{line} backward_pass (log: " in err, err
+    assert f"{run / 'logs' / 'rank0.log'}) (then rank(s) 1 stopped too)" in err, err
+    assert "Fatal Python error: Aborted" in (run / "logs" / "rank0.log").read_text()
 
 
 def test_where_an_exception_was_raised(tmp_path: Path) -> None:
