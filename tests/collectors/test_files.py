@@ -56,3 +56,26 @@ def test_the_users_file_mode_for_both_ways_of_writing(tmp_path: Path) -> None:
     for name in ("m.json", "r.html"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640
 
+
+
+def test_a_crash_report_in_a_rank_log_reads_as_one_line(tmp_path: Path) -> None:
+    """A rank log ending as the one of a rank that aborted in torch.profiler's cycle end did (its last lines
+    copied), followed by the report Python's fault handler writes: what ``collect`` says of it; nothing for a
+    log without a report, or no log."""
+    from traceql.collectors.manifest import crash_of
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log").write_text(
+        "[rank 0] python -m traceql.collectors.driver --profiler torch\n"
+        "USDT:2026-11-28 20:29:32 26360:26360 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        "malloc(): unsorted double linked list corrupted\n"
+        "Fatal Python error: Aborted\n\n"
+        "Current thread 0x00007f5a (most recent call first):\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/profiler/profiler.py", line 890 in step\n'
+        '  File "/work/collectors/window.py", line 160 in step\n')
+    (logs / "rank1.log").write_text("RuntimeError: Connection reset by peer\n")
+    assert crash_of(tmp_path, 0) == ("Aborted (malloc(): unsorted double linked list corrupted) in "
+                                     "profiler.py:890 step")
+    assert crash_of(tmp_path, 1) is None
+    assert crash_of(tmp_path, 2) is None  # no log at all
