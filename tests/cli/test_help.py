@@ -43,3 +43,32 @@ def test_every_input_format_is_named(invoke, narrow: int, command: str) -> None:
 def test_query_names_every_relation(invoke, narrow: int) -> None:
     text = " ".join(invoke("query", "--help").stdout.replace("│", " ").split())
     assert all(name in text for name in schema.RELATIONS), text
+
+
+@pytest.mark.parametrize("command", [[], ["export"], ["dataset"], ["profile"]], ids=lambda c: " ".join(c) or "-")
+def test_a_bare_group_prints_its_help_once(command: list[str]) -> None:
+    """``traceql`` (or a group such as ``traceql export``) with nothing after it: its help, once, and exit 0."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "traceql", *command], capture_output=True, text=True,
+                         env={**__import__("os").environ, "COLUMNS": "80"}, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.count("Usage:") == 1, out.stdout
+
+
+def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-q`` and ``--wide`` after the command's name and its options, as before it: the same run (``detect X
+    --out c.parquet -q`` was "No such option: -q"); after ``--`` they are the command's arguments."""
+    from traceql.cli import common
+
+    seen = []
+    real = common.configure
+    monkeypatch.setattr(common, "configure", lambda **kw: (seen.append(kw), real(**kw))[1])
+    out = tmp_path / "c.parquet"
+    result = invoke("detect", "--out", out, "-q")
+    assert result.exit_code == 0 and out.is_file(), result.stderr
+    assert invoke("ranks", "--steps", "2", "--wide").exit_code == 0
+    assert seen == [{"wide": False, "quiet": True}, {"wide": True, "quiet": False}]
+    after = invoke("info", "--", "-q")
+    assert after.exit_code != 0 and "-q" in after.stderr, after.stderr

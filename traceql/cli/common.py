@@ -48,6 +48,18 @@ except ImportError:  # pragma: no cover - older typer, on click
     from click import exceptions as click_errors  # type: ignore[no-redef]  # the same names, from click itself
 
 
+GLOBAL = ("--wide", "--quiet", "-q")  # the application's own options, taken after a command's name too
+
+
+def anywhere(args: Sequence[str] | None) -> list[str]:
+    """The command line with the application's flags (:data:`GLOBAL`) moved before the command, wherever they
+    were given (``detect X -q`` as ``-q detect X``); none moved after a ``--``."""
+    given = list(sys.argv[1:] if args is None else args)
+    end = given.index("--") if "--" in given else len(given)
+    flags = [a for a in given[:end] if a in GLOBAL]
+    return flags + [a for a in given[:end] if a not in GLOBAL] + given[end:]
+
+
 class OneLineErrors(TyperGroup):
     """The command line's group: a usage error (an unknown option, a bad value, a missing argument) is one
     ``error:`` line on stderr and exit 2, as traceql's own option checks are, not click's box of text."""
@@ -57,10 +69,11 @@ class OneLineErrors(TyperGroup):
         _settings["told"] = False
         plain(self)
         try:
-            code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
-                                windows_expand_args=windows_expand_args, **extra)
-        except click_errors.NoArgsIsHelpError as err:
-            sys.stdout.write(err.ctx.get_help() + "\n")
+            code = super().main(args=anywhere(args), prog_name=prog_name, complete_var=complete_var,
+                                standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
+        except click_errors.NoArgsIsHelpError as err:  # its making printed the help already where rich formats it
+            if err.format_message().strip():
+                sys.stdout.write(err.format_message() + "\n")
             code = 0
         except click_errors.ClickException as err:
             sys.stderr.write(f"error: {printable(err.format_message(), one_line=True)}\n")
