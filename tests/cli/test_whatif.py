@@ -67,3 +67,23 @@ def test_whatif_at_another_cap_as_a_user_runs_it(invoke, narrow: int, tmp_path) 
     refused = invoke("whatif", RUNS / "llama-4rank-cap25-nsys", "--bucket-cap", "2", "--gradients", bad)
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1
     assert f"{bad}: param_bytes must be a list of byte counts above 0" in refused.stderr
+
+
+def test_a_trace_without_steps_says_so_once(invoke, narrow: int, tmp_path) -> None:
+    """The embedded single-GPU export with its NVTX ranges removed: its verdict says there is no step to
+    replay, once, and no line tells of a replay (it printed that twice, then "replayed 4,9xx GPU activities")."""
+    import shutil
+    import sqlite3
+
+    from tests.paths import SINGLE_FILE
+
+    bare = tmp_path / "bare.sqlite"
+    shutil.copyfile(SINGLE_FILE, bare)
+    with sqlite3.connect(bare) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+    result = invoke("whatif", bare)
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout + result.stderr
+    assert text.count("no steps to replay") == 1 and "no step ranges" not in text, text
+    assert "replayed" not in text and "What if" not in text, text
+    assert json.loads(invoke("whatif", bare, "--format", "json").stdout)["graph"]["activities"] > 0

@@ -59,6 +59,8 @@ def whatif(
             indented(line)
     if result.measured:
         console.print(result.measured)
+    if result.steps.is_empty():  # nothing was replayed a step: each run's verdict says so
+        return
     g = result.graph
     console.print(f"replayed {g['activities']:,} GPU activities: {g['recorded']:,} waits recorded in the trace, "
                   f"{g['inferred']:,} inferred; {g['unexplained']:,} began later than anything explains (kept "
@@ -72,8 +74,7 @@ def _ms(ns: Any) -> str:
 def _print_steps(run_id: str, rows: Any, limit: int, cap: float | None = None) -> None:
     import polars as pl
 
-    if rows.is_empty():
-        console.print(f"{run_id}: no step ranges (NVTX step_<i> or ProfilerStep#<i>) to replay")
+    if rows.is_empty():  # the run's verdict says it has no steps to replay
         return
     title = f"What if, {run_id} (ms a step)"
     if rows.height > limit:
