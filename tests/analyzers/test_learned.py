@@ -112,7 +112,8 @@ def test_the_factors_hold_only_on_the_gpus_they_were_learned_on() -> None:
 
 def test_detect_says_when_and_which_factors_corrected_its_estimates() -> None:
     """One note, in the text and the JSON: the detector's labels on an H100 run used the shipped factors (which
-    kinds, learned on which families and GPUs); paired labels, or an H200 run, used none and say nothing."""
+    kinds, learned on which families and GPUs); paired labels, or an H200 run, used none and say nothing; given
+    factors are named where they divided an estimate, and not where none of their kernels ran."""
     run = MATRIX.run("vit-2g-cap2-stock", "h100-a")
     said = [n for n in detect(run.path(), single_trace=True).notes if "factors" in n]
     assert said == [f"note: contaminated estimates divided by factors learned on {len(families())} model families "
@@ -120,6 +121,29 @@ def test_detect_says_when_and_which_factors_corrected_its_estimates() -> None:
     assert not [n for n in detect(run.path()).notes if "factors" in n]  # in-run labels: no estimate
     h200 = ROOT / "datasets/runs/gpt2-4rank-cap2-nsys"
     assert not [n for n in detect(h200, single_trace=True).notes if "factors" in n]
-    mine = detect(run.path(), single_trace=True, detector=SlowdownDetector(estimate_factors=shipped().head(2)))
+    ran = shipped().filter(pl.col("identity").str.contains("layer_norm_grad_input|reduce_kernel 512 1"))
+    mine = detect(run.path(), single_trace=True, detector=SlowdownDetector(estimate_factors=ran))
     given = [n for n in mine.notes if "factors" in n]
-    assert given == ["note: contaminated estimates divided by the given factors (2)"]
+    assert ran.height == 2 and given == ["note: contaminated estimates divided by the given factors (2)"]
+    none_ran = shipped().filter(pl.col("identity").str.contains("arange|embedding_backward"))  # no such kernel
+    unused = detect(run.path(), single_trace=True, detector=SlowdownDetector(estimate_factors=none_ran))
+    assert none_ran.height == 2 and not [n for n in unused.notes if "factors" in n]
+
+
+def test_the_note_needs_an_estimate_the_factors_divided() -> None:
+    """An H100 run with nothing to divide (the ViT twin: one GPU, no communication, so no contaminated
+    estimate) says nothing of factors, read whole or a rank at a time; the stock run's note is the same both
+    ways (the rank-at-a-time path asks each shard whether its factors divided an estimate)."""
+    from traceql.labelling.by_rank import Settings, label_by_rank, scratch
+    from traceql.labelling.inputs import read_timeline
+    from traceql.labelling.label import label
+    from traceql.parallel import Pool
+    from traceql.sources.shards import shards
+
+    twin, stock = MATRIX.run("vit-twin", "h100-a"), MATRIX.run("vit-2g-cap2-stock", "h100-a")
+    for run, expected in ((twin, 0), (stock, 1)):
+        whole = label(read_timeline(run.path()), single_trace=True)
+        with scratch() as tmp, Pool(1) as pool:
+            parts = label_by_rank(shards(run.path()), Settings(None, 1.2, True, False, Path(tmp)), pool=pool)
+        said = [n for n in whole.notes if "factors" in n]
+        assert len(said) == expected and [n for n in parts.notes if "factors" in n] == said, run.label

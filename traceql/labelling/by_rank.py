@@ -212,7 +212,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     detector = detector_for(settings.threshold, detector)
     run = replace(run, stats=pl.concat(stats), keys=pl.concat(keys), offsets=None,
                   factors=chosen(getattr(detector, "estimate_factors", None), [g for r in firsts for g in r.gpus]))
-    counts = passes.run(features, run)
+    counts, used = zip(*passes.run(features, run), strict=True) if shards else ((), ())
     discard(settings.path(i, "placed.arrow") for i in range(len(shards)))
 
     def every_row() -> np.ndarray:  # too few judged rows: fitted on all, as the whole run would be
@@ -222,7 +222,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     isolated = sorted({r for f in firsts for r in f.isolated_runs})
     source = choose(has_baseline=settings.baseline is not None, has_isolated_steps=any(f.isolated for f in firsts),
                     single_trace=settings.single_trace)
-    run = replace(run, detector=_fit(run, counts, detector, every_row, discard), source=source,
+    run = replace(run, detector=_fit(run, list(counts), detector, every_row, discard), source=source,
                   inrun_runs=pl.Series("run_id", isolated, dtype=pl.String))
     labelled: list[Labelled] = passes.run(label, run)
     discard(settings.path(i, f"{name}.arrow") for i in range(len(shards)) for name in ("kernels", "extra", "features"))
@@ -232,7 +232,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         compute = sum(r.compute for r in firsts)
         rate = sum(r.matched for r in firsts) / compute if compute else 0.0
         notes += baseline_notes(rate, settings.baseline)
-    notes += factor_notes(run.factors if run.factors is not None else empty(), source)
+    notes += factor_notes(run.factors if run.factors is not None else empty(), source, any(used))
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
     kept = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
     stored = [path for path, _ in kept]

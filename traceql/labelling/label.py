@@ -28,7 +28,7 @@ from traceql.labelling.core import (
     scored,
 )
 from traceql.labelling.inputs import Baseline, Timeline
-from traceql.labelling.modes import choose, factor_notes
+from traceql.labelling.modes import choose, divided, factor_notes
 from traceql.labelling.options import TOP
 from traceql.labelling.result import DetectResult, rank_summary
 from traceql.model import schema
@@ -89,7 +89,7 @@ def label(timeline: Timeline, *, baseline: Baseline | None = None, threshold: fl
         rate = match_rate(judged, baseline.signatures.to_frame())
         notes += baseline_notes(rate, baseline)
     labelled, source = decide(judged, source, baseline=baseline, model=detector, threshold=threshold)
-    notes += factor_notes(factors, source)
+    notes += factor_notes(factors, source, divided(judged, factors))
     del judged  # the features and estimates: only the labels' columns go on (millions of rows)
     out = labelled = labelled.select(*schema.CASES)
     if metrics is not None:

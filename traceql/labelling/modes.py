@@ -56,10 +56,19 @@ def combine(modes: list[str]) -> str:
     return LabelSource.BASELINE.mode if LabelSource.BASELINE.mode in labelled else LabelSource.MIXED.mode
 
 
-def factor_notes(factors: pl.DataFrame, source: LabelSource) -> list[str]:
+def divided(estimates: pl.DataFrame, factors: pl.DataFrame) -> bool:
+    """Whether ``factors`` divide any of ``estimates`` (rows with ``key`` and ``reference_kind``): a run with no
+    estimate of a kind and kernel they hold (no communication, say) has nothing divided."""
+    from traceql.analyzers.baselines.learned import factor_of
+
+    return not factors.is_empty() and bool((factor_of(estimates, factors) != 1.0).any())
+
+
+def factor_notes(factors: pl.DataFrame, source: LabelSource, used: bool = True) -> list[str]:
     """What labels from ``source`` say of the learned ``factors`` their estimates were divided by: one note where
-    the detector labelled and there were any (``baselines.learned.applied``)."""
+    the detector labelled and they divided an estimate (``used``: :func:`divided`;
+    ``baselines.learned.applied``)."""
     from traceql.analyzers.baselines.learned import applied
 
-    said = applied(factors) if source in (LabelSource.DETECTOR, LabelSource.MIXED) else None
+    said = applied(factors) if used and source in (LabelSource.DETECTOR, LabelSource.MIXED) else None
     return [said] if said else []

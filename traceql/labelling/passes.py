@@ -40,7 +40,7 @@ from traceql.analyzers.reports import step_cases, step_spans
 from traceql.labelling.core import decide, feature_inputs, isolated, scored
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.late import late_waits
-from traceql.labelling.modes import LabelSource
+from traceql.labelling.modes import LabelSource, divided
 from traceql.labelling.result import kind_counts
 from traceql.model import schema
 from traceql.sources.shards import Shard
@@ -218,15 +218,17 @@ def _features(i: int, run: Run) -> pl.DataFrame:
     return features_of(with_estimates(rows, run.stats, run.keys), run.factors)
 
 
-def features(item: tuple[int, Shard], run: Run) -> int:
-    """Pass 4: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order."""
+def features(item: tuple[int, Shard], run: Run) -> tuple[int, bool]:
+    """Pass 4: the detector's features (stored); the rows it judges (what it is fitted on) stored, in row order;
+    how many, and whether the run's factors divided any estimate of the shard."""
     i, _ = item
     table = _features(i, run)
+    used = divided(table, run.factors) if run.factors is not None else False
     stored = [c for c in FEATURE_INPUTS[1:] if c not in COLUMNS]  # the kernels hold those
     table.drop(stored).write_ipc(run.settings.path(i, "features.arrow"))
     judged = ordered_rows(i, run, table).filter(pl.Series(_candidates(table.select(COLUMNS).to_numpy())))
     judged.write_ipc(run.settings.path(i, "judged.arrow"))
-    return judged.height
+    return judged.height, used
 
 
 def ordered_rows(i: int, run: Run, table: pl.DataFrame) -> pl.DataFrame:
