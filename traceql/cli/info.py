@@ -23,6 +23,17 @@ from traceql.cli.common import (
 
 
 @guarded
+
+def steps_line(steps: dict[str, Any]) -> str:
+    """How many steps each rank ran, of which kinds, on how many ranks (``info``'s ``steps``)."""
+    if not steps["total"]:
+        return "none (no step_<i> or ProfilerStep#<i> ranges)"
+    low, high = steps["per_rank"]
+    each = f"{high:,}" if low == high else f"{low:,}-{high:,}"
+    kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["steps_by_kind"].items())
+    ranks = "1 rank" if steps["ranks"] == 1 else f"{steps['ranks']:,} ranks"
+    return f"{each} a rank ({kinds}) on {ranks}"
+
 def info(
     files: Files = None,
     fmt: FormatOption = Format.table,
@@ -81,10 +92,7 @@ def print_info(info: dict[str, Any]) -> None:
     console.print(f"[bold]Memory operations[/bold]: {m['total']:,} "
                   f"({', '.join(f'{n} {c:,}' for n, c in m['by_kind'].items()) or 'none'}); "
                   f"[bold]NVTX ranges[/bold]: {info['nvtx']['total']:,}")
-    steps = info["steps"]
-    kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["by_kind"].items())
-    console.print(f"[bold]Training steps[/bold]: {steps['total']:,} across ranks ({kinds})" if steps["total"] else
-                  "[bold]Training steps[/bold]: none (no step_<i> or ProfilerStep#<i> ranges)")
+    console.print(f"[bold]Training steps[/bold]: {steps_line(info['steps'])}")
 
     top = table("Top kernels by GPU time", ("kernel", "kind", "count", "total ms", "mean ms", "% time"),
                 left={"kind"}, wrap={"kernel"})

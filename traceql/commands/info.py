@@ -19,6 +19,20 @@ def _counts(trace: Trace, table: str, key: str) -> dict[str, int]:
     return {str(r["k"]): r["n"] for r in _rows(trace, query)}
 
 
+def _steps(trace: Trace) -> dict[str, Any]:
+    """The step ranges: ``total`` and ``by_kind`` count a step once per rank that ran it; ``steps`` and
+    ``steps_by_kind`` count each step of a run once; ``ranks`` ran any, from ``per_rank[0]`` to ``[1]`` each."""
+    per_rank = _rows(trace, "SELECT count(*) AS n FROM steps GROUP BY run_id, rank")
+    counts = [r["n"] for r in per_rank]
+    return {"total": trace.own_sql("SELECT count(*) FROM steps").item(),
+            "by_kind": _counts(trace, "steps", "step_kind"),
+            "steps": trace.own_sql("SELECT count(*) FROM (SELECT DISTINCT run_id, step, step_kind FROM steps)").item(),
+            "steps_by_kind": {str(r["k"]): r["n"] for r in _rows(trace, """
+                SELECT step_kind AS k, count(*) AS n FROM (SELECT DISTINCT run_id, step, step_kind FROM steps)
+                GROUP BY 1 ORDER BY 1""")},
+            "ranks": len(counts), "per_rank": [min(counts, default=0), max(counts, default=0)]}
+
+
 def _top_kernels(trace: Trace, total_ns: int, top: int) -> list[dict[str, Any]]:
     """The kernels that took the most GPU time, told apart as `detect` tells them (``kernel``: the short name and
     its functor or GEMM configuration, ``model.names.display_name``)."""
@@ -84,8 +98,7 @@ def trace_info(trace: Trace, *, top: int = 10) -> dict[str, Any]:
         "nvtx": {"total": trace.own_sql("SELECT count(*) FROM nvtx").item()},
         "kernel_metrics": _rows(trace, """
             SELECT count(*) AS launches, count(DISTINCT kernel_name) AS kernels FROM kernel_metrics""")[0],
-        "steps": {"total": trace.own_sql("SELECT count(*) FROM steps").item(),
-                  "by_kind": _counts(trace, "steps", "step_kind")},
+        "steps": _steps(trace),
         "top_kernels": _top_kernels(trace, total_kernel_ns, top),
         "collectives": _rows(trace, """
             SELECT collective, count(*) AS count, sum(duration_ns)::BIGINT AS total_ns
