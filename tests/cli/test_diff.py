@@ -188,3 +188,21 @@ def test_a_sleep_the_gpu_absorbed_passes_the_gate_and_the_same_sleep_at_the_step
     assert ranks(RUNS / "gpt2-absorbed25-nsys").stragglers.is_empty()
     named = ranks(RUNS / "gpt2-late-nsys").stragglers
     assert named["rank"].to_list() == [1, 1] and named["step"].to_list() == [2, 4]
+
+
+def test_the_sides_count_each_step_once(invoke, narrow: int) -> None:
+    """A 4-rank run of 5 steps is "4 ranks, 5 steps" (it said 20: its steps counted once a rank); the oracle is
+    the step ranges of rank 0's export, read with sqlite3."""
+    import re
+    import sqlite3
+
+    before, after = RUNS / "gpt2-4rank-nsys", RUNS / "gpt2-4rank-straggler-nsys"
+    rank0 = next((before / "traces").glob("*rank0.sqlite"))
+    with sqlite3.connect(f"file:{rank0}?mode=ro", uri=True) as db:
+        names = {r[0] for r in db.execute(
+            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id")}
+    steps = {n for n in names if n and re.fullmatch(r"step_\d+", n)}
+    result = invoke("diff", before, after)
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())  # the lines fold at 80 columns
+    assert text.count(f"(in-run labels, 4 ranks, {len(steps)} steps)") == 2 and len(steps) == 5, text

@@ -101,7 +101,8 @@ class DiffResult:
 
 def _side(path: Path, labelled: DetectResult) -> dict[str, Any]:
     return {"path": str(path), "run_id": labelled.ranks["run_id"][0] if labelled.ranks.height else None,
-            "mode": labelled.mode, "ranks": labelled.ranks.height, "steps": labelled.steps.height,
+            "mode": labelled.mode, "ranks": labelled.ranks.height,
+            "steps": labelled.steps.select("run_id", "step").unique().height,  # a step once, whatever its ranks
             **run_totals(labelled.ranks)}
 
 
