@@ -23,7 +23,7 @@ import pytest
 from tests.paths import ROOT, RUNS
 
 # moved after f5f84d2: the intercept of duration against overlap over a narrow span (llama-4rank-cap2's labels)
-BASE = "f5f84d2d9ae021578bac4ef63bd7c396d0bdea3d"
+BASE = "e14a61da616d26c532cccc567ff95f53ab9b8d26"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
