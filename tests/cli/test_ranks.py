@@ -90,3 +90,26 @@ def test_many_stragglers_keep_the_costliest(invoke) -> None:
     shown = table.split("stragglers of")[1].split("cost:")[0]
     assert [line.split()[0] for line in shown.splitlines() if line.split() and line.split()[0].isdigit()] == [
         str(costliest["step"])]
+
+
+def test_the_first_captured_step_is_starred_only_where_shown(invoke, narrow: int) -> None:
+    """``--steps 2`` on the 5-step straggler run shows its two longest, steps 2 and 4: neither is the first
+    captured step (step 1, the smallest ``step_<i>`` range of its exports, read with sqlite3), so neither is
+    starred "not judged" and no footnote says so; with every step shown, step 1 alone is."""
+    import re
+    import sqlite3
+
+    run = RUNS / "gpt2-straggler-nsys"
+    names = set()
+    for export in (run / "traces").glob("*.sqlite"):
+        with sqlite3.connect(f"file:{export}?mode=ro", uri=True) as db:
+            names |= {r[0] for r in db.execute(
+                "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id")}
+    first = min(int(m[1]) for n in names if n and (m := re.fullmatch(r"step_(\d+)", n)))
+    two = invoke("ranks", run, "--steps", "2").stdout
+    rows = re.findall(r"^ +(\d+)(\*?) +[01] ", two, re.M)
+    assert {s for s, _ in rows} == {"2", "4"} and first == 1 and not any(star for _, star in rows), two
+    assert "the first captured step" not in two
+    every = invoke("ranks", run, "--steps", "5").stdout
+    starred = {s for s, star in re.findall(r"^ +(\d+)(\*?) +[01] ", every, re.M) if star}
+    assert starred == {str(first)} and "the first captured step" in " ".join(every.split()), every

@@ -96,7 +96,7 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
     if rows.is_empty():
         console.print(f"{run_id}: no step ranges (NVTX step_<i> or ProfilerStep#<i>) to break down")
         return
-    n = rows["step"].n_unique()
+    n, first = rows["step"].n_unique(), rows["step"].min()  # the run's first captured step, shown or not
     title = f"Steps of {run_id} (ms)"
     if n > limit:
         longest = rows.group_by("step").agg(pl.col("gpu_ns").max()).sort(["gpu_ns", "step"], descending=[True, False])
@@ -104,11 +104,11 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
         title = f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
     out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
                         "lost"), keys=2)
-    first = rows["step"].min()
     for r in rows.sort("step", "rank").iter_rows(named=True):
         out.add_row(f"{r['step']}{'*' if r['step'] == first else ''}", str(r["rank"]), *(_ms(r[c]) for c in (
             "cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "exposed_comm_ns")),
             f"{r['cases']:,}", _ms(r["time_lost_ns"]))
     console.print(out)
-    console.print("exposed: comm with no compute alongside; lost: GPU time the slowdowns added; *: the first "
-                  "captured step (each rank's capture began at its own moment): not judged")
+    starred = ("; *: the first captured step (each rank's capture began at its own moment): not judged"
+               if (rows["step"] == first).any() else "")
+    console.print(f"exposed: comm with no compute alongside; lost: GPU time the slowdowns added{starred}")
