@@ -113,3 +113,18 @@ def test_the_first_captured_step_is_starred_only_where_shown(invoke, narrow: int
     every = invoke("ranks", run, "--steps", "5").stdout
     starred = {s for s, star in re.findall(r"^ +(\d+)(\*?) +[01] ", every, re.M) if star}
     assert starred == {str(first)} and "the first captured step" in " ".join(every.split()), every
+
+
+def test_the_two_exposed_figures_say_which_is_which(invoke, narrow: int) -> None:
+    """The embedded example: its steps table shows communication exposed a step (a time, 0.69-0.71 ms on each
+    rank after the first step), its causes price exposed communication at 0.0 ms/step (a cost on the critical
+    path): each says which it is, so the two do not read as a contradiction."""
+    import re
+
+    text = " ".join(invoke("ranks").stdout.split())
+    cost = re.search(r"exposed communication costs ([\d.]+) ms/step", text)
+    exposed = [float(m) for m in re.findall(r"^ +[2-5] +[01] +(?:[\d.]+ +){6}([\d.]+) ", invoke("ranks").stdout,
+                                                                                      re.M)]
+    assert cost and float(cost[1]) < min(exposed) and len(exposed) == 8, (cost, exposed)
+    assert "a cost on the critical path, not the time it took" in text
+    assert "exposed: comm with no compute alongside, its time (what it costs a step: the causes)" in text

@@ -8,8 +8,9 @@ from rich.markup import escape
 
 from traceql.cli.common import console, indented
 
-LEGEND = ("each: what a normal step would be shorter without it, replayed (traceql whatif); priced one at a "
-          "time, so they overlap")
+LEGEND = ("each: what a normal step would be shorter without it, replayed (traceql whatif): a cost on the "
+          "critical path, not the time it took (communication exposed while another rank or the CPU holds the "
+          "step costs nothing); priced one at a time, so they overlap")
 
 
 def print_causes(causes: Any, run_id: str, held: Any = None) -> None:

@@ -111,4 +111,5 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
     console.print(out)
     starred = ("; *: the first captured step (each rank's capture began at its own moment): not judged"
                if (rows["step"] == first).any() else "")
-    console.print(f"exposed: comm with no compute alongside; lost: GPU time the slowdowns added{starred}")
+    console.print(f"exposed: comm with no compute alongside, its time (what it costs a step: the causes); lost: "
+                  f"GPU time the slowdowns added{starred}")

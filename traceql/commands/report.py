@@ -163,8 +163,9 @@ def _causes(causes: pl.DataFrame, unaligned: list[str]) -> str:
     if not parts:
         return "<p>No step to price (no step ranges, or no GPU activity).</p>"
     return "".join(parts) + ("<p class='note'>Each: what a normal step (the first captured left out) would be "
-                             "shorter without it, replayed (traceql whatif); priced one at a time, so they "
-                             "overlap. A straggler's cost holds the slowdowns of the ranks that waited for it.</p>")
+                             "shorter without it, replayed (traceql whatif): a cost on the critical path, not "
+                             "the time it took (communication exposed while another rank or the CPU holds the "
+                             "step costs nothing); priced one at a time, so they overlap. A straggler's cost holds the slowdowns of the ranks that waited for it.</p>")
 
 
 def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
