@@ -165,7 +165,8 @@ def _causes(causes: pl.DataFrame, unaligned: list[str]) -> str:
     return "".join(parts) + ("<p class='note'>Each: what a normal step (the first captured left out) would be "
                              "shorter without it, replayed (traceql whatif): a cost on the critical path, not "
                              "the time it took (communication exposed while another rank or the CPU holds the "
-                             "step costs nothing); priced one at a time, so they overlap. A straggler's cost holds the slowdowns of the ranks that waited for it.</p>")
+                             "step costs nothing); priced one at a time, so they overlap. A straggler's cost "
+                             "holds the slowdowns of the ranks that waited for it.</p>")
 
 
 def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
