@@ -23,7 +23,7 @@ import pytest
 from tests.paths import ROOT, RUNS
 
 # moved after f5f84d2: the intercept of duration against overlap over a narrow span (llama-4rank-cap2's labels)
-BASE = "e14a61da616d26c532cccc567ff95f53ab9b8d26"
+BASE = "088adbe0bb13c9ca93a24305234c4b121721f3da"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
