@@ -164,3 +164,19 @@ def test_the_link_collect_recorded_is_the_peak(tmp_path: Path) -> None:
     assert (inst["link_peak_gbps"] == 478.116).all()
     assert ((inst["peak_share"] - inst["busbw_gbps"] / 478.116).abs() < 1e-12).all()
     assert collectives(PAIR_NSYS).runs[0]["link"] == "NVLink 4"  # recorded nothing: from the GPU's name
+
+
+@pytest.mark.parametrize(("run", "ops"), [(RUNS / "fsdp2-pair-torch", {"AllGather": 0.5, "ReduceScatter": 0.5}),
+                                          (RUNS / "gpt2-torch", {"AllReduce": 1.0})])
+def test_bus_bandwidth_is_nccl_tests_factor_of_the_algorithm_bandwidth(run: Path, ops: dict[str, float]) -> None:
+    """nccl-tests' definitions (PERFORMANCE.md): busbw = algbw x (n-1)/n for an all-gather or a reduce-scatter,
+    x 2(n-1)/n for an all-reduce; on 2 ranks 0.5 and 1.0. The ranks are the processes whose trace files the run
+    holds (one a rank), counted from the folder; every sized instance is checked."""
+    files = sorted((run / "traces").glob("*.json*"))
+    n = len(files)
+    inst = collectives(run).instances.filter(pl.col("busbw_gbps").is_not_null())
+    assert n == 2 and set(inst["op"]) == set(ops) and set(inst["ranks"]) == {n}
+    for op, factor in ops.items():
+        mine = inst.filter(pl.col("op") == op)
+        assert mine.height >= 30 and factor == {"AllReduce": 2 * (n - 1) / n}.get(op, (n - 1) / n)
+        assert ((mine["busbw_gbps"] / mine["algbw_gbps"] - factor).abs() < 1e-9).all(), op
