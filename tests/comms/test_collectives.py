@@ -180,3 +180,27 @@ def test_bus_bandwidth_is_nccl_tests_factor_of_the_algorithm_bandwidth(run: Path
         mine = inst.filter(pl.col("op") == op)
         assert mine.height >= 30 and factor == {"AllReduce": 2 * (n - 1) / n}.get(op, (n - 1) / n)
         assert ((mine["busbw_gbps"] / mine["algbw_gbps"] - factor).abs() < 1e-9).all(), op
+
+
+def test_one_ranks_export_has_no_communicator_size_nor_bandwidth() -> None:
+    """Rank 1's export of the 2-rank pair alone (its file name says rank 1: a job of 2 ranks at least): its
+    all-reduces carry their sizes (NCCL's NVTX payloads) but not how many ranks they spanned, so neither that
+    nor a bus bandwidth is given (with the part-of-a-job and the clock checks swapped it was 1 rank, 0.0 GB/s)."""
+    export = PAIR_NSYS / "traces" / "gpt2-pair-nsys_rank1.sqlite"
+    result = collectives(export)
+    inst = result.instances
+    assert inst.height == 65 and inst["bytes"].is_not_null().all()
+    assert inst["ranks"].is_null().all() and inst["busbw_gbps"].is_null().all() and set(inst["present"]) == {1}
+    assert any("part of a larger job (rank 1 alone" in n for n in result.notes), result.notes
+
+
+def test_ranks_0_and_2_of_four_are_part_of_a_job(tmp_path: Path) -> None:
+    """Ranks 0 and 2 of the 4-rank GPT-2 run, read without 1 and 3 (rank numbers from the file names): two
+    ranks whose highest number is 2, so the job had at least 3 and the pair is part of it."""
+    from traceql.commands.ranks import ranks as ranks_of
+
+    run = RUNS / "gpt2-4rank-nsys"
+    two = [run / "traces" / f"gpt2-4rank-nsys_rank{r}.sqlite" for r in (0, 2)]
+    assert all(p.is_file() for p in two)
+    notes = ranks_of(two).notes
+    assert any("part of a larger job (ranks 0, 2 alone" in n for n in notes), notes
