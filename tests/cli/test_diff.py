@@ -206,3 +206,29 @@ def test_the_sides_count_each_step_once(invoke, narrow: int) -> None:
     assert result.exit_code == 0, result.stderr
     text = " ".join(result.stdout.split())  # the lines fold at 80 columns
     assert text.count(f"(in-run labels, 4 ranks, {len(steps)} steps)") == 2 and len(steps) == 5, text
+
+
+def test_fail_above_reads_the_tail_too(invoke) -> None:
+    """The 4-rank run against its straggler twin: the mean step regressed about half as much as the slowest
+    tenth. The oracle: each normal step's longest rank GPU extent from sqlite3 (``tests.oracle``), the first
+    captured step left out. A threshold between the mean's and the 90th percentile's change fails (exit 1);
+    one above both passes."""
+    import numpy as np
+
+    from tests.oracle import step_gpu_extents
+
+    def steps(run: Path) -> list[int]:
+        longest: dict[int, int] = {}
+        for (_, step, kind), (start, end) in step_gpu_extents(run).items():
+            if kind == "sync":
+                longest[step] = max(longest.get(step, 0), end - start)
+        return [longest[s] for s in sorted(longest)[1:]]
+
+    before, after = RUNS / "gpt2-4rank-nsys", RUNS / "gpt2-4rank-straggler-nsys"
+    b, a = steps(before), steps(after)
+    mean = 100 * (np.mean(a) / np.mean(b) - 1)
+    tail = 100 * (np.percentile(a, 90) / np.percentile(b, 90) - 1)
+    assert len(a) == len(b) == 4 and tail > mean + 10, (mean, tail)
+    between = invoke("diff", before, after, "--fail-above", f"{(mean + tail) / 2:.2f}")
+    assert between.exit_code == 1 and "above --fail-above" in between.stderr, between.stderr
+    assert invoke("diff", before, after, "--fail-above", f"{tail + 5:.2f}").exit_code == 0
