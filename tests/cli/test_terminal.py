@@ -63,7 +63,10 @@ def test_info_shows_every_figure_whole(invoke, width: int) -> None:
     for t in data["top_kernels"]:
         for figure in (f"{t['count']:,}", ms3(t["total_ns"]), ms3(t["mean_ns"]), f"{t['pct']:.2f}"):
             assert figure in table, figure
-    assert f"Training steps: {data['steps']['total']}" in table
+    steps = data["steps"]
+    kinds = ", ".join(f"{k} {n}" for k, n in steps["steps_by_kind"].items())
+    assert steps["per_rank"][0] == steps["per_rank"][1] and steps["total"] == steps["per_rank"][0] * steps["ranks"]
+    assert f"Training steps: {steps['per_rank'][0]} a rank ({kinds}) on {steps['ranks']} ranks" in table
 
 
 def test_dataset_summary_shows_every_figure_whole(invoke, tmp_path: Path, width: int) -> None:

@@ -23,17 +23,6 @@ from traceql.cli.common import (
 
 
 @guarded
-
-def steps_line(steps: dict[str, Any]) -> str:
-    """How many steps each rank ran, of which kinds, on how many ranks (``info``'s ``steps``)."""
-    if not steps["total"]:
-        return "none (no step_<i> or ProfilerStep#<i> ranges)"
-    low, high = steps["per_rank"]
-    each = f"{high:,}" if low == high else f"{low:,}-{high:,}"
-    kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["steps_by_kind"].items())
-    ranks = "1 rank" if steps["ranks"] == 1 else f"{steps['ranks']:,} ranks"
-    return f"{each} a rank ({kinds}) on {ranks}"
-
 def info(
     files: Files = None,
     fmt: FormatOption = Format.table,
@@ -108,3 +97,14 @@ def print_info(info: dict[str, Any]) -> None:
     for c in info["collectives"]:
         coll.add_row(escape(c["collective"] or "(unnamed)"), f"{c['count']:,}", num_ms(c["total_ns"]))
     console.print(coll)
+
+
+def steps_line(steps: dict[str, Any]) -> str:
+    """How many steps each rank ran, of which kinds, on how many ranks (``info``'s ``steps``)."""
+    if not steps["total"]:
+        return "none (no step_<i> or ProfilerStep#<i> ranges)"
+    low, high = steps["per_rank"]
+    each = f"{high:,}" if low == high else f"{low:,}-{high:,}"
+    kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["steps_by_kind"].items())
+    ranks = "1 rank" if steps["ranks"] == 1 else f"{steps['ranks']:,} ranks"
+    return f"{each} a rank ({kinds}) on {ranks}"
