@@ -104,7 +104,14 @@ def test_steps_match_the_nvtx_ranges(invoke, path: Path) -> None:
     kinds: dict[str, int] = {}
     for _, _, kind in ranges:
         kinds[kind] = kinds.get(kind, 0) + 1
-    assert info["steps"] == {"total": len(ranges), "by_kind": dict(sorted(kinds.items()))}
+    per_pid: dict[int, int] = {}
+    for pid, _, _ in ranges:
+        per_pid[pid] = per_pid.get(pid, 0) + 1
+    distinct = {(step, kind) for _, step, kind in ranges}
+    by_kind = {k: sum(1 for _, kind in distinct if kind == k) for k in sorted({k for _, k in distinct})}
+    assert info["steps"] == {"total": len(ranges), "by_kind": dict(sorted(kinds.items())), "steps": len(distinct),
+                             "steps_by_kind": by_kind, "ranks": len(per_pid),
+                             "per_rank": [min(per_pid.values()), max(per_pid.values())]}
     result = invoke("query", path, "SELECT r.pid, s.step, s.step_kind, s.cpu_start_ns, s.cpu_end_ns, s.gpu_start_ns, "
                                    "s.gpu_end_ns FROM steps s JOIN ranks r USING (run_id, rank)", "--format", "json")
     assert result.exit_code == 0, result.stderr
