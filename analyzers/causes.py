@@ -21,6 +21,10 @@ CPU sections that issued the launches it waited for (``analyzers.late_launches``
 :data:`SECTIONS_SHOWN`), where the trace names any: a rank whose CPU held the others (a straggler) keeps its
 idle in the cost, not in the time waited.
 
+Beside the idle and exposed-communication causes' costs stands their own time a step (``time_ns``, from the
+step breakdown where the caller made it: ``step_breakdown.cause_times``), and the sentence says where the
+idle cost goes beyond it (sooner launches also hide communication) or frees little of a long idle.
+
 :func:`held_cases` tells which slowdown cases ran while their rank waited for a straggler: those are the
 straggler's.
 """
@@ -36,7 +40,7 @@ from traceql.analyzers.late_launches import by_section
 
 CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
     "run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
-    "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64,
+    "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64, "time_ns": pl.Int64,
     "waited_ns": pl.Int64, "sections": pl.List(pl.Struct({"section": pl.String, "wait_ns": pl.Int64,
                                                           "share": pl.Float64}))}
 # each cause, the what-if that takes it out (``replay.STEPS``)
@@ -45,16 +49,22 @@ WITHOUT = {"contention": "without_contention_ns", "exposed communication": "with
 CPU_WORK_SHARE = 0.01  # communication's CPU work is named where it costs this share of the mean step or more
 SECTIONS_SHOWN = 3  # the idle cause's sections named, largest first ...
 NAMED_SHARE = 0.5  # ... where ranges hold at least this share of the time waited
+# the cause's own time a step in the step breakdown (``step_breakdown.cause_times``), where it has one
+TIME_OF = {"idle": "idle_ns", "exposed communication": "exposed_ns"}
+FREED_SHARE = 0.1  # an idle cost under this share of the idle time: launching sooner frees little of it
+SLACK_NS = 50_000  # a cost within this of its time is that time (both rounded to 0.1 ms when shown)
 HELD = {"run_id": pl.String, "straggler": pl.Int32, "cases": pl.Int64, "lost_ns": pl.Int64}
 
 
-def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFrame | None = None) -> pl.DataFrame:
+def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFrame | None = None,
+            times: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per run of ``steps`` (``replay.STEPS``), its causes largest first (:data:`CAUSES`: ``cost_ns`` a normal
     step, ``share`` of the mean replayed step in %, ``steps`` where it cost anything, ``step_cost_ns`` the
     median cost in those steps; for the idle cause, ``waited_ns`` and ``sections``: the time a GPU waited
     for launches and the CPU sections that issued them, from ``late``, ``analyzers.late_launches.LATE``).
     Contention only where the run has slowdown cases, exposed communication only where it has communication
-    (``silent``: the runs without)."""
+    (``silent``: the runs without). ``times``: per step the causes' own time (``step_breakdown.cause_times``):
+    the idle and exposed communication rows' ``time_ns``, a mean over the same steps as their cost."""
     judged = steps.filter(~pl.col("first") & pl.col("replayed_ns").is_not_null())
     waited = by_section(late, judged) if late is not None else None
     rows: list[dict[str, Any]] = []
@@ -72,10 +82,18 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFram
             if cause == "communication's CPU work" and float(cost.sum()) / n < CPU_WORK_SHARE * mean:
                 continue
             rows.append(_row(run_id, cause, None, cost, part["step"], n, mean))
+            if cause in TIME_OF and times is not None:
+                rows[-1]["time_ns"] = _time(times, run_id, part["step"], TIME_OF[cause])
             if cause == "idle" and waited is not None:
                 rows[-1].update(_waited(waited.filter(pl.col("run_id") == run_id)))
     out = pl.DataFrame(rows, schema=CAUSES)
     return out.sort("run_id", "cost_ns", descending=[False, True], maintain_order=True)
+
+
+def _time(times: pl.DataFrame, run_id: str, steps: pl.Series, column: str) -> int | None:
+    """The mean over ``steps`` of a run's ``column`` of ``times`` (``step_breakdown.cause_times``)."""
+    mine = times.filter((pl.col("run_id") == run_id) & pl.col("step").is_in(steps.cast(pl.Int32).implode()))
+    return round(float(cast(float, mine[column].sum())) / len(steps)) if mine.height and len(steps) else None
 
 
 def _waited(waited: pl.DataFrame) -> dict[str, Any]:
@@ -95,8 +113,8 @@ def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.S
     per_step = float(cost.sum()) / n
     return {"run_id": run_id, "cause": cause, "rank": rank, "cost_ns": round(per_step),
             "share": round(100 * per_step / mean, 2) if mean else None, "steps": steps.filter(hit).to_list(),
-            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0, "waited_ns": None,
-            "sections": None}
+            "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0, "time_ns": None,
+            "waited_ns": None, "sections": None}
 
 
 def label(row: dict[str, Any]) -> str:
@@ -111,8 +129,17 @@ def sentence(row: dict[str, Any], error: str = "") -> str:
     if row["cause"] == "straggler":
         steps = row["steps"]
         where = f"; {row['step_cost_ns'] / 1e6:,.1f} ms in {step_list(steps)}{where}"
-    text = f"{label(row)} costs {row['cost_ns'] / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
-    if row.get("sections"):
+    cost, time = row["cost_ns"], row.get("time_ns")
+    idle = row["cause"] == "idle" and time is not None
+    time = int(time or 0)
+    if idle and cost > time + SLACK_NS:  # the GPU's queue fed sooner, communication launched late hides too
+        where += f"; {time / 1e6:,.1f} ms idle a step: sooner launches would also hide communication"
+    freed_little = idle and time >= 10 * SLACK_NS and cost < FREED_SHARE * time
+    if freed_little:
+        where += (f"; {time / 1e6:,.1f} ms idle a step, little of it freed by launching sooner: the GPUs waited "
+                  "for what the trace does not show")
+    text = f"{label(row)} costs {cost / 1e6:,.1f} ms/step ({row['share'] or 0:.1f} %{where})"
+    if row.get("sections") and not freed_little:
         text += (f"; a GPU waited {row['waited_ns'] / 1e6:,.1f} ms a step for launches, from " + ", ".join(
             f"{s['section'] if s['section'] is not None else 'outside any range'} {s['wait_ns'] / 1e6:,.1f}"
             for s in row["sections"]) + " ms")

@@ -64,3 +64,17 @@ def idle_share(breakdown: pl.DataFrame) -> float | None:
     rank's step a row), None without a step that ran on a GPU."""
     busy = breakdown.filter(pl.col("gpu_ns") > 0)
     return float(cast(float, (busy["idle_ns"] / busy["gpu_ns"]).median())) if busy.height else None
+
+
+TIMES = {"run_id": pl.String, "step": pl.Int32, "idle_ns": pl.Int64, "exposed_ns": pl.Int64, "beside_ns": pl.Int64}
+
+
+def cause_times(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """Per run and normal step (:data:`TIMES`), the largest over its ranks (:func:`step_breakdown`'s rows) of the
+    time its GPU sat idle, of its exposed communication, and of its communication beside computation
+    (``comm_ns - exposed_comm_ns``): the most that launching sooner, communication's own time and overlapping can
+    each be worth to the step, save what they move besides (the causes' and the what-if's bounds)."""
+    out = breakdown.group_by("run_id", "step").agg(
+        pl.col("idle_ns").max(), pl.col("exposed_comm_ns").max().alias("exposed_ns"),
+        (pl.col("comm_ns") - pl.col("exposed_comm_ns")).max().alias("beside_ns"))
+    return out.cast(cast("Mapping[Any, type[pl.DataType]]", TIMES)).sort("run_id", "step")

@@ -100,3 +100,26 @@ def test_a_gpu_the_validation_never_ran_gets_no_interval() -> None:
     assert got.measured is not None and got.measured.startswith("This run (Tesla V100-SXM2-32GB, launch-bound")
     assert "no run on its GPUs was validated" in got.measured
     assert got.steps["serialized_low_ns"].null_count() == got.steps.height
+
+
+def test_a_run_traced_with_another_profiler_gets_no_interval() -> None:
+    """GPT-2 on 2 x H100, GPU-bound like the validated class, but traced with torch.profiler (every validated
+    run was an nsys export): no interval."""
+    got = whatif(RUNS / "gpt2-pair-torch")
+    assert got.runs[0].run_class and got.runs[0].run_class.startswith("H100, GPU-bound")
+    said = "it was traced with torch.profiler, the validated runs with nsys"
+    assert got.measured is not None and said in got.measured
+    assert all(v is None for v in got.runs[0].intervals.values())
+    assert got.steps["serialized_low_ns"].null_count() == got.steps.height
+
+
+def test_a_world_the_validation_never_ran_gets_no_interval() -> None:
+    """A matrix twin (one H100, GPU-bound, nsys): its class was validated on 2 and 4 GPUs only."""
+    from traceql.validation import load_matrix
+
+    twin = next(r for r in load_matrix().runs if r.role == "twin" and not r.light)
+    got = whatif(twin.path())
+    worlds = " and ".join(map(str, _classes()["h100 GPU-bound"]["worlds"]))
+    assert got.measured is not None and f"one rank in its trace, the validated runs of its class had {worlds}" \
+        in got.measured
+    assert all(v is None for v in got.runs[0].intervals.values())

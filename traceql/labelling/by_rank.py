@@ -72,7 +72,10 @@ from traceql.sources.shards import Shard
 SCRATCH_ENV = "TRACEQL_SCRATCH"
 # what follows the labels while the run's activities are stored: (result, activities, recorded waits, a mapper
 # that replays windows of them on the pool)
-Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper, pl.DataFrame | None], None]
+# what follows the labels: the result, the stored activities, recorded waits, the mapper, the late launches and
+# the steps' breakdown (``step_breakdown``, every rank's)
+Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper, pl.DataFrame | None, pl.DataFrame | None],
+                None]
 __all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "scratch"]
 
 
@@ -173,8 +176,9 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
     on disk (:class:`StoredRows`), in a folder that lives as long as the result. With ``then`` (and
     ``settings.replay``), what comes next while the run's activities are still stored: ``then(result,
-    activities, waits, mapper, late)``, ``mapper`` replaying windows of them on the pool (a verdict's replay;
-    ``late``: the launches the GPUs waited for, ``labelling.late``). Every
+    activities, waits, mapper, late, breakdown)``, ``mapper`` replaying windows of them on the pool (a verdict's
+    replay; ``late``: the launches the GPUs waited for, ``labelling.late``; ``breakdown``: the steps'
+    ``step_breakdown``). Every
     working file is gone when it returns."""
     discard = _Discard()
     try:
@@ -239,8 +243,9 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
     if then is not None and stored:  # every rank's activities, replayed a window of steps at a time over the workers
         waits = [r.waits for r in firsts if r.waits is not None]
         late = [r.late for r in firsts if r.late is not None]
+        broken = [r.breakdown_steps for r in firsts if r.breakdown_steps is not None]
         then(result, Stored(tuple(stored), tuple(index for _, index in kept)), pl.concat(waits) if waits else None,
-             passes.mapper(), pl.concat(late) if late else None)
+             passes.mapper(), pl.concat(late) if late else None, pl.concat(broken) if broken else None)
     discard(stored)
     return result
 

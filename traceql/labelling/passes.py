@@ -37,6 +37,7 @@ from traceql.analyzers.partial import comm_devices
 from traceql.analyzers.replay.activities import activities
 from traceql.analyzers.replay.windows import Stored
 from traceql.analyzers.reports import step_cases, step_spans
+from traceql.analyzers.step_breakdown import STEP_KEY, step_breakdown
 from traceql.labelling.core import decide, feature_inputs, isolated, scored
 from traceql.labelling.inputs import Baseline, read_timeline
 from traceql.labelling.late import late_waits
@@ -90,6 +91,7 @@ class Read:
     index: Any = None  # where each of their buckets begins (``replay.Stored``)
     waits: pl.DataFrame | None = None  # its recorded stream waits
     late: pl.DataFrame | None = None  # the launches its GPUs waited for, by CPU section (``labelling.late``)
+    breakdown_steps: pl.DataFrame | None = None  # its steps' breakdown (``step_breakdown``), for the causes' times
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
     comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
 
@@ -149,6 +151,8 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
         out.index = Stored.write(replayed, settings.path(i, "activities.arrow"))
         out.activities, out.waits = replayed.height, tl.waits
         out.late = late_waits(replayed, tl.nvtx)
+        mine = kernels.select(STEP_KEY).unique()  # a window's steps only: the others are its other windows'
+        out.breakdown_steps = step_breakdown(kernels, tl.memops, tl.steps).join(mine, on=STEP_KEY, how="semi")
     own = isolated(overlap)
     inputs = overlap.filter(~own)
     if not shard.windowed:

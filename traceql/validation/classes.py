@@ -11,6 +11,7 @@ place of its separate stock and serialized runs of that kind.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from traceql.validation.matrix import family
@@ -26,13 +27,24 @@ def _rows(res: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**r, "class": class_key(r["gpu"], r.get("idle"))} for r in [*rows, *paired] if r.get("idle") is not None]
 
 
+def world_of(row: dict[str, Any]) -> int:
+    """A validated configuration's number of GPUs: its ``world``, or its name's ``<n>g`` (alternating runs')."""
+    if row.get("world") is not None:
+        return int(row["world"])
+    found = re.search(r"\b(\d+)g\b", str(row["config"]))
+    if found is None:
+        raise ValueError(f"validated configuration {row['config']!r} names no number of GPUs")
+    return int(found[1])
+
+
 def _worst(values: list[float]) -> float | None:
     return max((abs(v) for v in values), default=None)
 
 
 def results(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per class (``h100 GPU-bound`` ...): its configurations and families, the worst serialized error
-    (relative), overlap-saving gap (ms), straggler and bucket-cap error (relative, runs of its models), and
+    """Per class (``h100 GPU-bound`` ...): its configurations, families and numbers of GPUs (``worlds``), the
+    worst serialized error (relative), overlap-saving gap (ms), straggler and bucket-cap error (relative, runs
+    of its models), and
     the family held out check: per configuration, the serialized error against the worst of the other families'
     (``covered``: within it; ``width``: twice that worst, the interval's width as a share of the step)."""
     rows = _rows(res)
@@ -51,6 +63,7 @@ def results(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
                  if r["way"] == "without straggler" and model_class.get(r["model"]) == key]
         cap = [r["error"] for r in res.get("caps", []) if model_class.get(r["model"]) == key]
         out[key] = {"configurations": len(mine), "families": sorted({family(r["model"]) for r in mine}),
+                    "worlds": sorted({world_of(r) for r in mine}),
                     "serialized": _worst([r["error"] for r in mine]),
                     "saving_ms": _worst([r["saves_predicted_ms"] - r["saves_real_ms"] for r in mine]),
                     "straggler": _worst(strag), "cap": _worst(cap), "held_out": held}

@@ -18,6 +18,7 @@ from traceql.analyzers.step_breakdown import LAUNCH_BOUND_IDLE
 
 FIGURES = Path(__file__).with_name("measured.json")
 VALIDATED = {"AllReduce", "Broadcast"}  # the collectives of the measured runs: DDP's gradients and buffers
+PROFILERS = ("nsys",)  # what every validated run was traced with
 IDLE_SHARE = LAUNCH_BOUND_IDLE  # a run whose GPUs sat idle more than this share of its steps is launch-bound
 
 
@@ -52,9 +53,20 @@ class RunClass:
         return None if value is None else float(value)
 
 
-def classify(gpus: list[str | None], idle: float | None, collectives: set[str]) -> RunClass:
+def profiler_of(paths: list[str]) -> str:
+    """What a run's trace files were made by, by their names: ``nsys`` (SQLite exports), ``torch.profiler``
+    (JSON), ``ncu`` (CSV), or ``several`` where they differ."""
+    made = {"nsys" if p.endswith(".sqlite") else "torch.profiler" if p.endswith((".json", ".json.gz")) else "ncu"
+            for p in paths}
+    return made.pop() if len(made) == 1 else "several"
+
+
+def classify(gpus: list[str | None], idle: float | None, collectives: set[str], world: int | None = None,
+             profiler: str | None = None) -> RunClass:
     """The class of a run (``gpus``: the names of the GPUs its kernels ran on; ``idle``: the median share of a
-    step they sat idle; ``collectives``: its communication kernels' operations) and its class's figures."""
+    step they sat idle; ``collectives``: its communication kernels' operations; ``world``: its ranks in the
+    trace; ``profiler``: :func:`profiler_of` its files) and its class's figures: none where the validated runs
+    were unlike it in any of these."""
     bound = "launch-bound" if idle is not None and idle > IDLE_SHARE else "GPU-bound"
     named = sorted({g for g in gpus if g})
     f = figures()
@@ -71,6 +83,14 @@ def classify(gpus: list[str | None], idle: float | None, collectives: set[str]) 
     found = f["classes"].get(class_key(kinds[0], idle))
     if found is None:
         return RunClass(name, None, "no configuration of its class was validated")
+    if profiler is not None and profiler not in f.get("profilers", PROFILERS):
+        return RunClass(name, None, f"it was traced with {profiler}, the validated runs with "
+                                    f"{' and '.join(f.get('profilers', PROFILERS))}")
+    worlds = found.get("worlds") or []
+    if world is not None and worlds and world not in worlds:
+        said = " and ".join(map(str, worlds))
+        return RunClass(name, None, f"{'one rank' if world == 1 else f'{world} ranks'} in its trace, "
+                                    f"the validated runs of its class had {said}")
     return RunClass(name, found)
 
 
@@ -114,4 +134,5 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
                for k, c in (res.get("classes") or {}).items()}
     library = sum(r.get("stock", 0) + r.get("serial", 0) for r in res.get("library") or [])
     return {"runs": res["runs"] + library + sum(r.get("runs", 0) for r in res.get("alternating") or []),
-            "gpus": sorted({k.split()[0] for k in classes} | set(res["gpus"])), "classes": classes}
+            "gpus": sorted({k.split()[0] for k in classes} | set(res["gpus"])), "profilers": list(PROFILERS),
+            "classes": classes}

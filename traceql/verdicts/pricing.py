@@ -13,6 +13,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
 from traceql.analyzers.replay.activities import KEY, activities, on_clock, with_labels
+from traceql.analyzers.step_breakdown import cause_times, step_breakdown
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.late import late_waits
@@ -59,13 +60,14 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
 
 def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None, lost: pl.DataFrame,
                   mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None,
-                  late: pl.DataFrame | None = None) -> Priced:
+                  late: pl.DataFrame | None = None, times: pl.DataFrame | None = None) -> Priced:
     """``ops`` (``activities.with_labels``, or stored a file a rank without their cases: ``replay.Stored``, then
     ``cases``: `detect`'s rows of its cases) replayed without each cause: the ranking, the stragglers' cases and
     the critical path of the cases (``lost``: `detect`'s steps). A long run is replayed a window of steps at a
     time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
     are not replayed (a collective joins its ranks on one axis, which they do not share). ``late``: the
-    launches the GPUs waited for (``labelling.late``), which split the idle cause."""
+    launches the GPUs waited for (``labelling.late``), which split the idle cause; ``times``: the causes' own
+    time a step (``step_breakdown.cause_times``), where the run's step breakdown was made."""
     lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
     clocked = on_clock(lazy.filter(pl.col("kind") == "comm").select(
         "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "launch_ns",
@@ -99,7 +101,7 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
                        on=["run_id", "step"], how="left")
     named, cheap = priced(named)
     done = unnamed(done, cheap)
-    out.causes = ranking(done, set(done["run_id"].to_list()) - talking, late)
+    out.causes = ranking(done, set(done["run_id"].to_list()) - talking, late, times)
     out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
@@ -157,16 +159,21 @@ def price_run(result: DetectResult, timeline: Timeline) -> DetectResult:
     what its cases cost on the critical path, from a replay of its activities."""
     ops = activities(timeline.kernels, timeline.memops, timeline.ranks)
     late = late_waits(ops, timeline.nvtx)
-    return _with(result, priced_causes(with_labels(ops, result.kernels), timeline.waits, result.steps, late=late))
+    times = cause_times(step_breakdown(timeline.kernels, timeline.memops, timeline.steps))
+    return _with(result, priced_causes(with_labels(ops, result.kernels), timeline.waits, result.steps, late=late,
+                                       times=times))
 
 
 def price_stored(result: DetectResult, ops: replay.Stored, waits: pl.DataFrame | None,
-                 mapper: replay.Mapper, late: pl.DataFrame | None = None) -> None:
+                 mapper: replay.Mapper, late: pl.DataFrame | None = None,
+                 breakdown: pl.DataFrame | None = None) -> None:
     """The same for a run labelled a rank at a time (``labelling.by_rank``'s ``then``): its activities stored a
-    file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place."""
+    file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place
+    (``breakdown``: its steps' ``step_breakdown``, every rank's, for the causes' own times)."""
     rows = result.rows.lazy() if isinstance(result.rows, pl.DataFrame) else result.rows.scan()
     cases = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "is_slowdown", "baseline_ns").collect()
-    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases, late=late))
+    times = cause_times(breakdown) if breakdown is not None else None
+    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases, late=late, times=times))
 
 
 def _with(result: DetectResult, found: Priced) -> DetectResult:

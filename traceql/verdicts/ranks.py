@@ -13,7 +13,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
 from traceql.analyzers.replay.activities import activities
-from traceql.analyzers.step_breakdown import STEP_KEY, step_breakdown
+from traceql.analyzers.step_breakdown import STEP_KEY, cause_times, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.late import late_waits
@@ -95,7 +95,7 @@ def run_steps(timeline: Timeline, labelled: DetectResult, untraced: float | None
         done = replace(done, steps=unnamed(done.steps, cheap))
         talking = set(timeline.kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
         late = late_waits(activities(timeline.kernels, timeline.memops, timeline.ranks), timeline.nvtx)
-        causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking, late)
+        causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking, late, cause_times(steps))
     held = straggler_cases(labelled.kernels, timeline.ranks, arrived, named)
     modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
     return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held,

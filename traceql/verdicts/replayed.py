@@ -13,6 +13,7 @@ from traceql.analyzers.causes import ranking, sentence
 from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
+from traceql.verdicts.bounds import never_beside, overlap_bound
 from traceql.verdicts.intervals import run_bounds
 from traceql.verdicts.measured import RunClass
 
@@ -40,6 +41,11 @@ class RunVerdict:
     # the run without the profiler, where it timed its untraced steps (``analyzers.replay.profiler``): the CPU
     # factor, the median step and what overlap saves there
     untraced: dict[str, Any] | None = None
+    # the run's communication beside computation (the median a step, ``step_breakdown.cause_times``): the most
+    # overlapping can save; ``overlap_capped`` where the serialized replay's saving (or cost) went beyond it
+    overlap_beside_ns: int | None = None
+    overlap_capped: bool = False
+    overlap_never: bool = False  # no judged step's communication ran beside computation (``bounds.never_beside``)
 
     @property
     def text(self) -> str:
@@ -70,11 +76,14 @@ def replayed(timeline: Timeline, labelled: DetectResult, stragglers: pl.DataFram
 
 
 def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
-            cls: RunClass | None = None, clocks_agree: bool = True, late: pl.DataFrame | None = None) -> RunVerdict:
+            cls: RunClass | None = None, clocks_agree: bool = True, late: pl.DataFrame | None = None,
+            times: pl.DataFrame | None = None) -> RunVerdict:
     """One run's verdict (:class:`RunVerdict`) from its steps: its causes ranked (``analyzers.causes``), then
     what overlap saves; ``cls``: the run's class, whose validated errors make its figures' intervals
     (``verdicts.intervals``; none without); ``clocks_agree``: whether its ranks share one clock (else nothing is
-    replayed); ``late``: the launches its GPUs waited for (``labelling.late``), which split the idle cause."""
+    replayed); ``late``: the launches its GPUs waited for (``labelling.late``), which split the idle cause;
+    ``times``: its causes' own time a step (``step_breakdown.cause_times``), which bound what the causes and
+    overlapping are said to cost or save (``verdicts.bounds``)."""
     if not clocks_agree:
         out = RunVerdict(run_id, 0, None, None, None, None, [], ranks, False)
         out.lines = ["not replayed: its ranks' clocks disagree (a replay joins the ranks at their collectives): "
@@ -103,7 +112,14 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
     out.intervals = run_bounds(judged, cls, has_comm) if judged.height else {}
     out.untraced = _untraced(judged, has_comm)
     cases = int(judged["cases"].sum()) if judged.height else 0
-    out.causes = ranking(steps, () if has_comm else (run_id,), late).to_dicts()
+    out.causes = ranking(steps, () if has_comm else (run_id,), late, times).to_dicts()
+    if times is not None and saves is not None:
+        mine = times.filter((pl.col("run_id") == run_id)
+                            & pl.col("step").is_in(judged["step"].cast(pl.Int32).implode()))
+        out.overlap_saves_ns, out.overlap_beside_ns, out.overlap_capped = overlap_bound(saves, contention, mine)
+        out.overlap_never = never_beside(mine)
+        if out.overlap_capped:
+            out.intervals["overlap_saves_ns"] = None
     out.lines = _findings(out, cases, cls)
     return out
 
@@ -142,6 +158,14 @@ def _findings(v: RunVerdict, cases: int, cls: RunClass) -> list[str]:
         parts.append(sentence(c, f"±{e:.1%} of a step" if c["cause"] == "straggler" and e is not None else ""))
     if v.overlap_saves_ns is None:
         parts.append("no communication to overlap")
+    elif v.overlap_never:
+        parts.append("communication never ran beside computation: overlap saves nothing over serial")
+    elif v.overlap_capped:
+        verb, against = ("saves", "over") if v.overlap_saves_ns >= 0 else ("costs", "against")
+        parts.append(f"overlap {verb} at most {_ms(abs(v.overlap_saves_ns))}/step {against} serial: "
+                     + ("its communication beside computation" if v.overlap_saves_ns >= 0 else
+                        "its contention and its communication beside computation")
+                     + " (the serialized replay goes beyond that)")
     else:
         lo, hi = v.intervals.get("overlap_saves_ns") or (None, None)
         if v.overlap_saves_ns >= 0:

@@ -11,11 +11,12 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.replay.activities import activities, on_clock
 from traceql.analyzers.replay.graph import DISORDER_NS
-from traceql.analyzers.step_breakdown import idle_share
+from traceql.analyzers.step_breakdown import cause_times, idle_share
 from traceql.labelling.inputs import run_untraced
 from traceql.labelling.request import Request
+from traceql.verdicts.bounds import serial_as_run
 from traceql.verdicts.intervals import step_bounds
-from traceql.verdicts.measured import RunClass, classify, sentence
+from traceql.verdicts.measured import RunClass, classify, profiler_of, sentence
 from traceql.verdicts.ranks import run_steps
 from traceql.verdicts.rebucketing import Rebucketing, rebucketing
 from traceql.verdicts.replayed import RunVerdict, replayed, verdict
@@ -57,7 +58,8 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
         # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
         done = ranked.replayed or (replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
                                    if ranked.unaligned else replayed(timeline, labelled))
-        steps = done.steps
+        times = cause_times(ranked.steps)
+        steps = serial_as_run(done.steps, times)
         if caps:
             steps = _rebucketed(timeline, steps, caps[i])
         steps = step_bounds(steps, cls)
@@ -73,7 +75,7 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
             mine = timeline.ranks.filter(pl.col("run_id") == run_id)
             comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
             runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, cls,
-                                clocks_agree=run_id not in ranked.unaligned, late=ranked.late))
+                                clocks_agree=run_id not in ranked.unaligned, late=ranked.late, times=times))
             if runs[-1].step_ns is not None:  # a figure to bound
                 classes.append(cls)
             if caps and runs[-1].step_ns is not None:
@@ -97,7 +99,9 @@ def _collectives(timeline: Any) -> set[str]:
 def run_class(timeline: Any, ranked: Any) -> RunClass:
     """What the validation counts a run as (``measured.classify``): its GPUs, how idle they sat (``ranked``:
     ``ranks.run_steps``), its collectives."""
-    return classify(list(timeline.gpus), idle_share(ranked.steps), _collectives(timeline))
+    return classify(list(timeline.gpus), idle_share(ranked.steps), _collectives(timeline),
+                    timeline.ranks.select("run_id", "rank").unique().height,
+                    profiler_of(timeline.ranks["path"].cast(pl.String).to_list()))
 
 
 def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
