@@ -232,3 +232,57 @@ def test_fail_above_reads_the_tail_too(invoke) -> None:
     between = invoke("diff", before, after, "--fail-above", f"{(mean + tail) / 2:.2f}")
     assert between.exit_code == 1 and "above --fail-above" in between.stderr, between.stderr
     assert invoke("diff", before, after, "--fail-above", f"{tail + 5:.2f}").exit_code == 0
+
+
+def test_one_rank_a_side_with_other_numbers_pairs_them(invoke, narrow: int) -> None:
+    """Rank 0's export of the embedded run against rank 1's: the sides share no rank number (as HTA's trace_diff
+    traces, rank 3 against rank 1), so nothing paired and every kernel of AFTER was "new". Now they pair in
+    order, the note says so, and as two ranks of one DDP step their kernels pair (the oracle: each export's
+    compute kernels of its normal steps, counted with sqlite3, nearly all of AFTER's paired)."""
+    from tests.paths import DDP_FILES
+
+    before, after = DDP_FILES
+    result = json.loads(invoke("diff", before, after, "--format", "json").stdout)
+    assert any("compared in order (0 with 1)" in n for n in result["notes"]), result["notes"]
+    assert not any("only in" in n for n in result["notes"]), result["notes"]
+    assert [r["rank"] for r in result["ranks"]] == [0]
+    assert result["ranks"][0]["compute_ns_after"] is not None and result["ranks"][0]["compute_ns_before"] is not None
+    totals = result["kernel_totals"]
+    assert totals["paired"] > 0.9 * (totals["paired"] + totals["new"]), totals
+    assert result["verdict"]["verdict"] in ("no change", "improved", "regressed")
+
+
+def test_runs_without_steps_get_no_verdict(invoke, narrow: int, tmp_path: Path) -> None:
+    """The embedded single-GPU export with its NVTX ranges removed, against the same with a few ranges kept:
+    neither has steps, so each side's span is its capture's, which says nothing of the work in it: the verdict
+    is unknown (it said "no change" on nsys-ai's fixed 300 ms captures while compute fell 10 %), and
+    --fail-above cannot pass a run it could not judge (exit 1, one line)."""
+    import shutil
+    import sqlite3
+
+    from tests.paths import SINGLE_FILE
+
+    bare = tmp_path / "bare.sqlite"
+    shutil.copyfile(SINGLE_FILE, bare)
+    with sqlite3.connect(bare) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+    result = invoke("diff", bare, bare)
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "verdict: no normal steps: the spans time the captures, not the work: unknown" in text, text
+    assert "no change" not in text
+    assert json.loads(invoke("diff", bare, bare, "--format", "json").stdout)["verdict"]["verdict"] == "unknown"
+    gated = invoke("diff", bare, bare, "--fail-above", "5")
+    errors = [line for line in gated.stderr.splitlines() if line.startswith("error:")]
+    assert gated.exit_code == 1 and len(errors) == 1 and "no step time to judge" in errors[0], gated.stderr
+
+
+@pytest.mark.corpus
+def test_htas_trace_diff_pairs_its_two_ranks(invoke, narrow: int) -> None:
+    """HTA's trace_diff: control holds rank 3, test rank 1 of another job; they pair in order."""
+    from tests.paths import PUBLIC
+
+    base = PUBLIC / "hta-kineto" / "trace_diff"
+    result = json.loads(invoke("diff", base / "control", base / "test", "--format", "json").stdout)
+    assert any("compared in order (3 with 1)" in n for n in result["notes"]), result["notes"]
+    assert result["kernel_totals"]["paired"] > 0

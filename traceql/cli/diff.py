@@ -59,6 +59,8 @@ def diff(
         emit_json(result.to_dict())
     else:
         print_diff(result, top)
+    if fail_above is not None and result.verdict == "unknown":
+        raise fail(f"--fail-above {fail_above:g} %: no step time to judge ({verdict_line(result)})", REGRESSED)
     if fail_above is not None and result.fails(fail_above):
         raise fail(f"step time {_changes(result.step_time)} is a regression above --fail-above {fail_above:g} %",
                    REGRESSED)
@@ -96,6 +98,8 @@ def verdict_line(result: Any) -> str:
     change, tail = st["change_pct"], st["p90_change_pct"]
     if change is None:
         return "no step time to compare: unknown"
+    if st["basis"] == "span":
+        return "no normal steps: the spans time the captures, not the work: unknown"
     worst = max(change, tail if tail is not None else change)
     how = "after is slower" if worst > 0 else "after is faster" if change < 0 else "the same"
     return f"step time {_changes(st)} ({how}; tolerance ±{tol:g} %): {result.verdict}"

@@ -4,7 +4,7 @@ compute kernel of AFTER paired with its counterpart in BEFORE by step alignment 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class DiffResult:
         Returns:
             True when either change is known and above ``above``.
         """
+        if self.verdict == "unknown":
+            return False
         changes = [self.step_time[k] for k in ("change_pct", "p90_change_pct")]
         return any(c is not None and c > above for c in changes)
 
@@ -106,6 +108,29 @@ def _side(path: Path, labelled: DetectResult) -> dict[str, Any]:
             **run_totals(labelled.ranks)}
 
 
+def _renumbered(timeline: Timeline, mapping: dict[int, int]) -> Timeline:
+    """``timeline`` with its ranks renumbered as ``mapping`` says, in every relation that names them."""
+    changed: dict[str, Any] = {}
+    for name, value in vars(timeline).items():
+        if isinstance(value, pl.DataFrame) and "rank" in value.columns:
+            dtype = value.schema["rank"]
+            changed[name] = value.with_columns(pl.col("rank").replace(mapping).cast(dtype))
+    return replace(timeline, **changed)
+
+
+def _paired_ranks(timelines: dict[str, Timeline]) -> tuple[dict[str, Timeline], list[str]]:
+    """Two sides whose ranks share no number but are as many (one rank of a job each, say HTA's trace_diff:
+    rank 3 against rank 1): AFTER's renumbered as BEFORE's, in order, with a note; others as they are."""
+    ranks = {side: sorted(set(timelines[side].ranks["rank"].to_list())) for side in SIDES}
+    if set(ranks["before"]) & set(ranks["after"]) or len(ranks["before"]) != len(ranks["after"]):
+        return timelines, []
+    mapping = dict(zip(ranks["after"], ranks["before"], strict=True))
+    said = ", ".join(f"{b} with {a}" for a, b in mapping.items())
+    note = (f"before holds rank(s) {', '.join(map(str, ranks['before']))}, after rank(s) "
+            f"{', '.join(map(str, ranks['after']))}: compared in order ({said}); the ranks below are before's")
+    return {**timelines, "after": _renumbered(timelines["after"], mapping)}, [note]
+
+
 def _one_run(path: Path) -> Timeline:
     """The timeline of one run (a file, or a folder of one run's per-rank files)."""
     timeline = read_timeline([path])
@@ -142,13 +167,14 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     if not 0 <= tolerance < math.inf:
         raise OptionError(f"--tolerance must be a finite 0 or more percent, got {tolerance}")
     paths = {"before": Path(before), "after": Path(after)}
-    timelines = {side: _one_run(paths[side]) for side in SIDES}
+    timelines, renumbered = _paired_ranks({side: _one_run(paths[side]) for side in SIDES})
     labelled = {side: label(timelines[side]) for side in SIDES}
-    notes = [f"{side}: {text}" for side in SIDES for text in labelled[side].notes]
+    notes = [f"{side}: {text}" for side in SIDES for text in labelled[side].notes] + renumbered
     by_span = any(labelled[side].steps.is_empty() for side in SIDES)
     if by_span:
-        notes.append("a run has no normal steps (NVTX step_<i> or ProfilerStep#<i>): step time is the median "
-                     "rank span, and kernels are not paired")
+        notes.append("a run has no normal steps (NVTX step_<i> or ProfilerStep#<i>): the median rank span is "
+                     "shown, but it times the capture, not the work in it, so the verdict is unknown; kernels "
+                     "are not paired")
         figures = {side: {"mean_ns": span_time(labelled[side].ranks), "p90_ns": None, "steps": 0,
                           "slowest_step": None, "slowest_ns": None} for side in SIDES}
         ranks_of = {side: labelled[side].ranks for side in SIDES}
@@ -177,7 +203,8 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
         ranks=rank_changes(ranks_of["before"], ranks_of["after"]),
         kernels=kernel_changes(pairs), new=new_kernels(pairs),
         removed=removed_kernels(pairs, canonical, kernels["before"]),
-        pairs=pairs, verdict=verdict(change, tolerance, tail), tolerance_pct=tolerance, notes=notes)
+        pairs=pairs, verdict="unknown" if by_span else verdict(change, tolerance, tail), tolerance_pct=tolerance,
+        notes=notes)
     if not by_span:
         _warn_unlike(result)
     return result
