@@ -18,6 +18,7 @@ from traceql.model.engine import Model, insert_frame
 from traceql.model.names import collective_expr, kind_expr, short_names
 from traceql.sources.files import InputFile, by_run
 from traceql.sources.json_stream import BOM
+from traceql.sources.kineto_decode import peek_meta
 from traceql.sources.kineto_file import SHAPE, KinetoFile, assign, ns_from_text, parse  # noqa: F401 - parse: the reader's
 from traceql.sources.kineto_helpers import Helpers
 from traceql.sources.kineto_plan import RunPlan, plan  # noqa: F401 - the reader's plan: sources.shards asks it
@@ -33,8 +34,37 @@ def sniff(head: bytes, path: Path) -> bool:
 
 
 def loose_runs(loose: list[Path]) -> list[list[Path]]:
-    """Loose traces given together are one run, as :func:`load` reads them (their ranks: :func:`assign`)."""
-    return [loose]
+    """Loose traces given together are one run, as :func:`load` reads them (their ranks: :func:`assign`),
+    where they can be of one job: split by what their metadata say of their job (:func:`_jobs`)."""
+    return list(_jobs(loose).values())
+
+
+def loose_note(loose: list[Path]) -> str | None:
+    """One line naming the jobs loose traces given together were split into (:func:`loose_runs`), if several."""
+    jobs = _jobs(loose)
+    if len(jobs) < 2:
+        return None
+    said = "; ".join(f"{', '.join(p.name for p in files)}: " + (
+        f"{key[0]} ranks on {', '.join(key[1]) or 'unnamed GPUs'}" if key is not None else "no job recorded")
+        for key, files in jobs.items())
+    return f"note: traces of {len(jobs)} jobs given together, each taken as a run of its own ({said})"
+
+
+def _jobs(loose: list[Path]) -> dict[tuple[Any, tuple[str, ...]] | None, list[Path]]:
+    """Loose traces by their job, as their metadata tell it (``distributedInfo``'s world size and
+    ``deviceProperties``' GPU names, read from the file's first bytes): files of one job agree on both; a
+    file whose metadata follow its events (or are absent) goes with the others like it."""
+    jobs: dict[tuple[Any, tuple[str, ...]] | None, list[Path]] = {}
+    for path in loose:
+        meta = peek_meta(path)
+        key = None
+        if meta is not None:
+            info = meta.get("distributedInfo") or {}
+            gpus = meta.get("deviceProperties") or []
+            key = (info.get("world_size") if isinstance(info, dict) else None,
+                   tuple(sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})))
+        jobs.setdefault(key, []).append(path)
+    return jobs
 
 
 def _name_classes(con: duckdb.DuckDBPyConnection, shorts: pl.DataFrame) -> pl.DataFrame:

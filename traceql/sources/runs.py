@@ -55,8 +55,9 @@ TOOLS = {"nsys-sqlite": "Nsight Systems", "kineto-json": "torch.profiler", "ncu-
 def input_notes(paths: str | Path | Sequence[str | Path] | None) -> list[str]:
     """What the folders given (not `traceql collect` run folders) call for saying: traces of more than one
     profiler (each profiler's become runs of their own), and isolated runs (``*_single``) among the others,
-    which could be their baseline."""
-    notes = []
+    which could be their baseline; and loose traces given together that a reader splits into several runs (of
+    different jobs: ``loose_note``)."""
+    notes = _loose_notes(paths)
     for folder in ([paths] if isinstance(paths, (str, Path)) else list(paths or [])):
         if not Path(folder).is_dir():
             continue
@@ -78,6 +79,17 @@ def input_notes(paths: str | Path | Sequence[str | Path] | None) -> list[str]:
             notes.append(f"note: {folder}: traces of several profilers ({held}) are not one run: each "
                          f"profiler's timelines are taken as runs of their own, their totals not added{ncu}")
     return notes
+
+
+def _loose_notes(paths: str | Path | Sequence[str | Path] | None) -> list[str]:
+    """Each reader's note on the loose files given (``loose_note``), where it has one."""
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    loose: dict[str, list[Path]] = {}
+    for f in inputs.resolve(given) if given else []:
+        if f.run is None:
+            loose.setdefault(f.fmt, []).append(f.path)
+    said = [getattr(registry.reader(fmt), "loose_note", lambda _: None)(mine) for fmt, mine in loose.items()]
+    return [s for s in said if s]
 
 
 def _run_keys(files: list[InputFile]) -> dict[Path, Hashable]:
