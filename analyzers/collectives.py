@@ -185,3 +185,20 @@ def step_last(rows: pl.DataFrame) -> pl.DataFrame:
             .unique(["run_id", "step"], keep="first", maintain_order=True)
             .select("run_id", "step", pl.col("rank").alias("last_rank"), "held_ns"))
     return inst.join(held, on=["run_id", "step"]).sort("run_id", "step")
+
+
+def totals(rows: pl.DataFrame, gpu_ns: Mapping[str, int]) -> pl.DataFrame:
+    """Per run and collective (its operation, algorithm and protocol), over every rank's kernel of each of its
+    instances, in steps or not: how many kernels, their total time and its share of the run's GPU time
+    (``gpu_ns``: per run, every kernel's time summed over its ranks; null where not given), and a kernel's
+    mean, minimum, maximum and standard deviation (of the population): `nsys recipe nccl_sum`'s figures,
+    per collective, largest total first."""
+    runs = pl.DataFrame({"run_id": list(gpu_ns), "gpu_ns": list(gpu_ns.values())},
+                        schema={"run_id": pl.String, "gpu_ns": pl.Int64})
+    d = pl.col("duration_ns")
+    return (rows.group_by("run_id", "collective", "op")
+            .agg(pl.len().alias("kernels"), d.sum().alias("total_ns"), d.mean().alias("mean_ns"),
+                 d.min().alias("min_ns"), d.max().alias("max_ns"), d.std(ddof=0).alias("std_ns"))
+            .join(runs, on="run_id", how="left")
+            .with_columns((pl.col("total_ns") / pl.col("gpu_ns")).alias("gpu_share")).drop("gpu_ns")
+            .sort(["run_id", "total_ns", "collective"], descending=[False, True, False]))

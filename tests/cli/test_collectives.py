@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.oracle import collectives as oracle_collectives
 from tests.paths import PUBLIC, RUNS
 from traceql.commands.collectives import collectives
 from traceql.commands.query import run_query
@@ -23,7 +24,7 @@ def test_table_fits_80_columns_and_names_sizes_bandwidth_and_the_link(invoke, mo
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "NVLink 4, 450 GB/s a way" in result.stdout and "NCCL NVTX payload" in result.stdout
-    rows = [line for line in lines if "AllReduce RING/LL" in line]
+    rows = [line for line in lines if "AllReduce RING/LL" in line and line[:3].strip().isdigit()]
     assert len(rows) == 13 and sum("27.0 MiB" in r for r in rows) == 12 and "148.7 MiB" in rows[-1]
     steps = lines[lines.index("Steps of gpt2-pair-nsys") + 3:]
     assert [r.split()[-1] for r in steps] == ["0"] * 5  # rank 0 came last at each step (JSON: the same)
@@ -119,3 +120,44 @@ def test_gradients_size_a_run_that_records_none(invoke, tmp_path: Path) -> None:
     result = invoke("collectives", RUNS / "gpt2-pair-torch" / "traces" / "gpt2-pair-torch_rank0.json.gz",
                     "--gradients", capped)  # its records win; no note of a mismatch
     assert result.exit_code == 0 and "do not match" not in result.stderr
+
+
+@pytest.mark.parametrize("run", ["fsdp2-pair-nsys", "gpt2-4rank-nsys"])
+def test_per_collective_totals_match_sqlite(invoke, run: str) -> None:
+    """Per collective (what `nsys recipe nccl_sum` gives): its kernels over every rank, their total time and its
+    share of all the run's kernel time, a kernel's mean, least, most and std-dev. The oracle: each export's
+    NCCL kernels by sqlite3 (``tests.oracle.collectives``: count and total per collective), every kernel's time,
+    and each collective's durations for the spread."""
+    import numpy as np
+
+    from tests.oracle import exports, nccl_collective, rows
+
+    path = RUNS / run
+    want = oracle_collectives(path)
+    every = sum(rows(f, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] for f in exports(path))
+    durations: dict[str, list[int]] = {}
+    for f in exports(path):
+        for name, ns in rows(f, "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                "JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'nccl%'"):
+            durations.setdefault(nccl_collective(name), []).append(ns)
+    got = json.loads(invoke("collectives", path, "--format", "json").stdout)["totals"]
+    assert {t["collective"]: (t["kernels"], t["total_ns"]) for t in got} == want
+    for t in got:
+        d = np.array(durations[t["collective"]])
+        assert t["gpu_share"] == pytest.approx(d.sum() / every)
+        assert (t["min_ns"], t["max_ns"]) == (d.min(), d.max())
+        assert t["mean_ns"] == pytest.approx(d.mean()) and t["std_ns"] == pytest.approx(d.std())
+    assert [t["total_ns"] for t in got] == sorted((t["total_ns"] for t in got), reverse=True)
+    table = invoke("collectives", path).stdout
+    assert f"{got[0]['total_ns'] / 1e6:,.3f}" in table and "GPU %" in table
+
+
+def test_top_keeps_the_longest_instances_in_their_order(invoke) -> None:
+    """--top 3 on the embedded example: the three instances of a step whose median transfer took longest (the
+    JSON's positions), in their order, and a line saying how many were left out."""
+    positions = json.loads(invoke("collectives", "--format", "json").stdout)["positions"]
+    longest = sorted(sorted(positions, key=lambda p: -p["transfer_ns"])[:3], key=lambda p: p["instance"])
+    text = invoke("collectives", "--top", "3").stdout
+    shown = [int(line.split()[0]) for line in text.splitlines() if line[:3].strip().isdigit()]
+    assert shown == [p["instance"] for p in longest]
+    assert f"the 3 of {len(positions)} that took longest (--top 3; --top 0: all)" in " ".join(text.split())

@@ -161,3 +161,16 @@ def test_a_trace_whose_connection_a_ctrl_c_closed_still_closes() -> None:
     trace._con.close()  # where the interrupted sealing leaves it
     trace.close()
     assert trace.closed
+
+
+def test_the_relations_listed_and_described_include_collectives(invoke) -> None:
+    """SHOW TABLES lists the collectives relation (it was made only when a query named it, so no listing showed
+    it), and its row count is that of the embedded run's NCCL kernels, one row per collective and rank (the
+    oracle: sqlite3 over each rank's export); --help names it."""
+    tables = json.loads(invoke("query", "SHOW TABLES", "--format", "json").stdout)
+    assert "collectives" in {t["name"] for t in tables}
+    listing = invoke("query", "SHOW TABLES")
+    assert "note:" not in listing.stderr, listing.stderr  # the relation's notes only where a query names it
+    rows = json.loads(invoke("query", "SELECT count(*) AS n FROM collectives", "--format", "json").stdout)
+    assert rows == [{"n": sum(count(f, NCCL.format("LIKE")) for f in DDP_FILES)}]
+    assert "collectives" in " ".join(invoke("query", "--help").stdout.split())

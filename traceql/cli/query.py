@@ -29,7 +29,8 @@ def query(
     limit: Annotated[int, typer.Option(help="rows shown in table format", min=1)] = 50,
 ) -> None:
     """Run SQL over the normalized model's relations: runs, ranks, kernels, memcpy, nvtx, steps, waits, gpus,
-    kernel_metrics, kernel_metric_units."""
+    kernel_metrics, kernel_metric_units, and collectives (one row per collective and rank, its size and
+    bandwidth: see traceql collectives)."""
     from traceql.commands.query import run_query, split_args
     from traceql.export.files import format_for, frame_bytes
 

@@ -18,11 +18,18 @@ from traceql.labelling.request import request
 class CollectivesResult:
     """``rows``: the ``collectives`` relation (one row per rank of each instance); ``instances``: one row per
     instance; ``positions``: each instance of a step across the steps; ``steps``: per step the rank that held
-    the others longest; ``runs``: per run its GPU, link and peak, and where its sizes came from."""
+    the others longest; ``runs``: per run its GPU, link and peak, and where its sizes came from; ``totals``: per
+    run and collective, its kernels' count, total, share of the GPU time and spread (``gpu_ns``: per run, every
+    kernel's time summed over its ranks)."""
 
     rows: pl.DataFrame
     runs: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    gpu_ns: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def totals(self) -> pl.DataFrame:
+        return coll.totals(self.rows, self.gpu_ns)
 
     @property
     def instances(self) -> pl.DataFrame:
@@ -37,9 +44,9 @@ class CollectivesResult:
         return coll.step_last(self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: runs, positions, steps and instances (each as a list of rows), notes."""
-        return {"runs": self.runs, "positions": self.positions.to_dicts(), "steps": self.steps.to_dicts(),
-                "instances": self.instances.to_dicts(), "notes": self.notes}
+        """The JSON form: runs, totals, positions, steps and instances (each as a list of rows), notes."""
+        return {"runs": self.runs, "totals": self.totals.to_dicts(), "positions": self.positions.to_dicts(),
+                "steps": self.steps.to_dicts(), "instances": self.instances.to_dicts(), "notes": self.notes}
 
 
 def collectives(paths: str | Path | Sequence[str | Path] | None = None, *,
@@ -69,4 +76,4 @@ def collectives(paths: str | Path | Sequence[str | Path] | None = None, *,
                      "link_peak_gbps": lk.peak_gbps if lk else None,
                      "ranks": mine["rank"].n_unique(), "instances": mine.filter(pl.col("last")).height,
                      "size_from": sorted(mine["size_from"].drop_nulls().unique().to_list())})
-    return CollectivesResult(found.rows, runs, [*req.notes(), *found.notes])
+    return CollectivesResult(found.rows, runs, [*req.notes(), *found.notes], found.gpu_ns)

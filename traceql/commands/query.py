@@ -15,7 +15,9 @@ from traceql.sources.inputs import DEFAULT_TRACE
 from traceql.sources.outputs import check_file_output
 from traceql.trace import read_trace
 
-NAMES_COLLECTIVES = re.compile(r"\bcollectives\b", re.IGNORECASE)
+# a query that names the collectives relation, or lists the relations (it is made only then: it costs a pass)
+NAMES_COLLECTIVES = re.compile(r"\bcollectives\b|\bshow\s+(all\s+)?tables\b|\binformation_schema\b|\bduckdb_tables\b",
+                               re.IGNORECASE)
 _SQL_START = ("select", "with", "from", "describe", "show", "summarize", "pivot", "unpivot", "values", "explain",
               "table")  # how a query begins (DuckDB's dialect)
 
@@ -57,7 +59,8 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
 
     Args:
         paths: the trace files or folders (none: the embedded example).
-        sql: the query (DuckDB's dialect) over the model's relations, and ``collectives`` where it names it.
+        sql: the query (DuckDB's dialect) over the model's relations, and ``collectives`` where it names it (or
+            lists the relations: ``SHOW TABLES``).
         notes: a list the notes of reading (and of making ``collectives``) are appended to; None: dropped.
         output: a file to write the result to as well; not an input.
         fmt: ``output``'s format: ``parquet``, ``csv`` or ``json``.
@@ -81,7 +84,7 @@ def run_query(paths: Sequence[str | Path], sql: str, *, notes: list[str] | None 
         if NAMES_COLLECTIVES.search(sql):  # a relation made from the model when a query names it
             made = collectives(trace)
             trace.add_relation("collectives", made.rows)
-            if notes is not None:
+            if notes is not None and re.search(r"\bcollectives\b", sql, re.IGNORECASE):  # its notes where named
                 notes.extend(made.notes)
         df = trace.sql(sql, limit=limit)
     if output is not None:

@@ -34,6 +34,7 @@ class Collectives:
     links: dict[str, Link | None] = field(default_factory=dict)
     gpus: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    gpu_ns: dict[str, int] = field(default_factory=dict)  # per run, every kernel's time summed over its ranks
 
 
 def recorded_link(folder: Path) -> Link | None:
@@ -127,7 +128,8 @@ def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
             notes.append(f"note: {run_id}: {unsized:,} of {mine.filter(pl.col('last')).height:,} collectives "
                          "carry no size: the trace records none (torch.profiler records them; nsys exports "
                          "NCCL's with --include-blobs=true), nor a DDP bucket fits them (--gradients FILE gives "
-                         "the model's): no bandwidth for those")
+                         "the model's: its param_bytes and bucket_cap_mb, as datasets/examples/gpt2/gradients.json "
+                         "gives GPT-2's): no bandwidth for those")
             per_step = (mine.filter(pl.col("last") & (pl.col("op") == "AllReduce") & pl.col("step").is_not_null())
                         .group_by("step").len()["len"])
             if run_id in buckets and per_step.len() and (per_step != len(buckets[run_id])).any():
@@ -141,7 +143,9 @@ def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
         if links.get(run_id) is None:
             notes.append(f"note: {run_id}: the link of GPU {gpus.get(run_id) or '(unnamed)'} is unknown: "
                          "bandwidth without a share of its peak")
-    return Collectives(rows, links, gpus, notes)
+    busy = kernels.group_by("run_id").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
+    return Collectives(rows, links, gpus, notes, dict(zip(busy["run_id"].to_list(), busy["ns"].to_list(),
+                                                          strict=True)))
 
 
 def read_runs(runs: Sequence[list[Path] | None], gradients: Path | None = None) -> Collectives:
@@ -155,4 +159,5 @@ def read_runs(runs: Sequence[list[Path] | None], gradients: Path | None = None) 
             found.append(one)
     rows = pl.concat([f.rows for f in found]) if found else pl.DataFrame(schema=coll.COLLECTIVES)
     return Collectives(rows, {k: v for f in found for k, v in f.links.items()},
-                       {k: v for f in found for k, v in f.gpus.items()}, [n for f in found for n in f.notes])
+                       {k: v for f in found for k, v in f.gpus.items()}, [n for f in found for n in f.notes],
+                       {k: v for f in found for k, v in f.gpu_ns.items()})

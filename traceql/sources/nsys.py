@@ -53,7 +53,8 @@ def refuse(head: bytes, path: Path) -> str | None:
     """Why a file no reader claims is refused: an nsys report (it must be exported to SQLite first), or a SQLite
     header that is corrupt; None for anything else."""
     if head.startswith(REPORT_MAGIC) or path.suffix in REPORT_SUFFIXES:
-        export = f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
+        # --include-blobs=true keeps NCCL's payloads: the collectives' sizes (``nsys_comms``)
+        export = f"nsys export --type sqlite --include-blobs=true -o {path.with_suffix('.sqlite').name} {path.name}"
         return f"an Nsight Systems report, not its SQLite export; export it first: {export}"
     if head.startswith(b"SQLite format"):  # the magic's start, not the whole of it
         return "corrupt SQLite header"
