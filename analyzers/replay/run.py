@@ -101,7 +101,7 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
             graph, changed = make[name]()
             done[name] = replay(graph, part, whole, only=changed)
     factor = None
-    if untraced is not None and {"untraced_ns", "untraced_serialized_ns"} & set(ways):
+    if untraced is not None and {"untraced_ns", "untraced_serialized_ns"} & set(ways) and (part >= 0).any():
         cal = calibrated(rg, part, whole, untraced, lambda r: _median_step(rg, r, is_case))
         factor = cal.factor
         done["untraced_ns"] = cal.replayed

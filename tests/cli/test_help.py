@@ -58,8 +58,9 @@ def test_a_bare_group_prints_its_help_once(command: list[str]) -> None:
 
 
 def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``-q`` and ``--wide`` after the command's name and its options, as before it: the same run (``detect X
-    --out c.parquet -q`` was "No such option: -q"); after ``--`` they are the command's arguments."""
+    """``-q``, ``--wide`` and ``--steps-from REGEX`` after the command's name and its options, as before it: the
+    same run (``detect X --out c.parquet -q`` was "No such option: -q"); after ``--`` they are the command's
+    arguments."""
     from traceql.cli import common
 
     seen = []
@@ -69,6 +70,9 @@ def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypat
     result = invoke("detect", "--out", out, "-q")
     assert result.exit_code == 0 and out.is_file(), result.stderr
     assert invoke("ranks", "--steps", "2", "--wide").exit_code == 0
-    assert seen == [{"wide": False, "quiet": True}, {"wide": True, "quiet": False}]
+    assert invoke("info", "--steps-from", "^step_([0-9]+)$").exit_code == 0  # a valued one, with its value
+    assert seen == [{"wide": False, "quiet": True, "steps_from": None},
+                    {"wide": True, "quiet": False, "steps_from": None},
+                    {"wide": False, "quiet": False, "steps_from": "^step_([0-9]+)$"}]
     after = invoke("info", "--", "-q")
     assert after.exit_code != 0 and "-q" in after.stderr, after.stderr

@@ -90,8 +90,8 @@ NOT_A_TRACE = "not a trace traceql can read (expected an nsys SQLite export or a
                           "export it first: nsys export --type sqlite --include-blobs=true -o x.sqlite x.qdrep"),
     ("x.bin", REPORT, "an Nsight Systems report, not its SQLite export; "
                       "export it first: nsys export --type sqlite --include-blobs=true -o x.sqlite x.bin"),
-    ("x.nsys-rep", OLD_SQLITE, "an Nsight Systems report, not its SQLite export; "
-                               "export it first: nsys export --type sqlite --include-blobs=true -o x.sqlite x.nsys-rep"),
+    ("x.nsys-rep", OLD_SQLITE, "an Nsight Systems report, not its SQLite export; export it first: "
+                               "nsys export --type sqlite --include-blobs=true -o x.sqlite x.nsys-rep"),
     ("x.sqlite", OLD_SQLITE, "corrupt SQLite header"),
     ("x.sqlite", SQLITE_HEAD[:50], "truncated SQLite database (50 bytes, shorter than its header)"),
     ("x.sqlite", SQLITE_HEAD, f"truncated SQLite database (100 of {DDP_FILES[0].stat().st_size} bytes): "

@@ -36,9 +36,12 @@ def main(
                                           help="print the version and exit")] = False,
     wide: Annotated[bool, typer.Option("--wide", help="tables as wide as they need (no folding)")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    steps_from: Annotated[str | None, typer.Option(
+        "--steps-from", metavar="REGEX", help="steps are the ranges (NVTX, Kineto annotations) this pattern "
+                                              "matches; its group, if any, the step's number")] = None,
 ) -> None:
     """Trace analysis and slowdown detection for distributed PyTorch training."""
-    common.configure(wide=wide, quiet=quiet)
+    common.configure(wide=wide, quiet=quiet, steps_from=steps_from)
 # an example or two per command, under its --help (on shipped data, as the docs' examples)
 EXAMPLES = {
     "info": ["traceql info", "traceql info run.sqlite --format json --top 20"],

@@ -49,15 +49,27 @@ except ImportError:  # pragma: no cover - older typer, on click
 
 
 GLOBAL = ("--wide", "--quiet", "-q")  # the application's own options, taken after a command's name too
+GLOBAL_VALUED = ("--steps-from",)  # ... and those that take a value
 
 
 def anywhere(args: Sequence[str] | None) -> list[str]:
-    """The command line with the application's flags (:data:`GLOBAL`) moved before the command, wherever they
-    were given (``detect X -q`` as ``-q detect X``); none moved after a ``--``."""
+    """The command line with the application's options (:data:`GLOBAL`, and :data:`GLOBAL_VALUED` with their
+    values) moved before the command, wherever they were given (``detect X -q`` as ``-q detect X``); none moved
+    after a ``--``."""
     given = list(sys.argv[1:] if args is None else args)
     end = given.index("--") if "--" in given else len(given)
-    flags = [a for a in given[:end] if a in GLOBAL]
-    return flags + [a for a in given[:end] if a not in GLOBAL] + given[end:]
+    moved, rest, i = [], [], 0
+    while i < end:
+        a = given[i]
+        if a in GLOBAL or a.split("=", 1)[0] in GLOBAL_VALUED and "=" in a:
+            moved.append(a)
+        elif a in GLOBAL_VALUED and i + 1 < end:
+            moved += given[i:i + 2]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return moved + rest + given[end:]
 
 
 class OneLineErrors(TyperGroup):
@@ -106,12 +118,24 @@ def natural_width() -> int:
     return 80
 
 
-def configure(*, wide: bool = False, quiet: bool = False) -> None:
+def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None = None) -> None:
     """The global options, set afresh by every command: ``--wide`` lets tables take the width they need (else
     the natural width: one command's ``--wide`` never leaks into the next run in the same process), ``--quiet``
-    hides progress."""
+    hides progress, ``--steps-from`` marks the steps (``model.step_marker``; else the environment's, or the
+    default markers)."""
     console.width = WIDE if wide else natural_width()
     _settings["quiet"] = quiet
+    from traceql.errors import OptionError
+    from traceql.model import step_marker
+
+    step_marker.reset()  # one command's --steps-from never leaks into the next run in the same process
+    try:
+        if steps_from is not None:
+            step_marker.use(steps_from)
+    except OptionError as err:
+        raise click_errors.UsageError(str(err)) from err
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

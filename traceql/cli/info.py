@@ -20,6 +20,7 @@ from traceql.cli.common import (
     spinner,
     table,
 )
+from traceql.model.step_marker import described
 
 
 @guarded
@@ -102,7 +103,7 @@ def print_info(info: dict[str, Any]) -> None:
 def steps_line(steps: dict[str, Any]) -> str:
     """How many steps each rank ran, of which kinds, on how many ranks (``info``'s ``steps``)."""
     if not steps["total"]:
-        return "none (no step_<i> or ProfilerStep#<i> ranges)"
+        return f"none (no {described()})"
     low, high = steps["per_rank"]
     each = f"{high:,}" if low == high else f"{low:,}-{high:,}"
     kinds = ", ".join(f"{kind} {n:,}" for kind, n in steps["steps_by_kind"].items())

@@ -23,6 +23,7 @@ from traceql.cli.common import (
 )
 from traceql.cli.render import print_ranks
 from traceql.labelling.options import PAIRED_FACTOR
+from traceql.model.step_marker import described
 
 
 @guarded
@@ -53,8 +54,8 @@ def ranks(
         elif rows.height < 2:
             console.print(f"[bold]Stragglers[/bold] of {run_id}: cannot judge, one rank (nobody to wait for it)")
         elif run_steps.is_empty():
-            console.print(f"[bold]Stragglers[/bold] of {run_id}: cannot judge, no step ranges (NVTX step_<i> or "
-                          "ProfilerStep#<i>) to compare the ranks in")
+            console.print(f"[bold]Stragglers[/bold] of {run_id}: cannot judge, no step ranges ({described()}) to "
+                          "compare the ranks in")
         else:
             _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id), steps)
         _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps)
@@ -94,7 +95,7 @@ def _print_steps(run_id: str, rows: Any, limit: int) -> None:
     import polars as pl
 
     if rows.is_empty():
-        console.print(f"{run_id}: no step ranges (NVTX step_<i> or ProfilerStep#<i>) to break down")
+        console.print(f"{run_id}: no step ranges ({described()}) to break down")
         return
     n, first = rows["step"].n_unique(), rows["step"].min()  # the run's first captured step, shown or not
     title = f"Steps of {run_id} (ms)"

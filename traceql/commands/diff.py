@@ -30,6 +30,7 @@ from traceql.labelling.inputs import Timeline, read_timeline
 from traceql.labelling.label import label
 from traceql.labelling.options import NO_CHANGE_PCT
 from traceql.labelling.result import DetectResult
+from traceql.model.step_marker import described
 
 __all__ = ["DiffResult", "diff"]
 
@@ -172,7 +173,7 @@ def diff(before: str | Path, after: str | Path, *, tolerance: float = NO_CHANGE_
     notes = [f"{side}: {text}" for side in SIDES for text in labelled[side].notes] + renumbered
     by_span = any(labelled[side].steps.is_empty() for side in SIDES)
     if by_span:
-        notes.append("a run has no normal steps (NVTX step_<i> or ProfilerStep#<i>): the median rank span is "
+        notes.append(f"a run has no normal steps ({described()}): the median rank span is "
                      "shown, but it times the capture, not the work in it, so the verdict is unknown; kernels "
                      "are not paired")
         figures = {side: {"mean_ns": span_time(labelled[side].ranks), "p90_ns": None, "steps": 0,

@@ -1,7 +1,8 @@
 """Training steps: which step launched each kernel and memory operation, and the ``steps`` relation.
 
 A step is an annotation range on the CPU: NVTX ``step_<i>`` (``step_<i>_nosync`` for an *isolated* step, run
-with communication off) or, in a Kineto trace without those, ``ProfilerStep#<i>``. A kernel belongs to the
+with communication off) or, in a Kineto trace without those, ``ProfilerStep#<i>``; or the ranges a pattern
+asked for matches (``step_marker``). A kernel belongs to the
 step whose range holds the start of the CUDA API call that launched it (``launch_ns``, found through the
 correlation id), on any thread of the same process (rank): GPU work of step i often runs while the CPU is
 already in step i+1, so GPU time never decides. Kernels launched outside every step have no step. A range whose
@@ -14,6 +15,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from traceql.model import step_marker
 from traceql.model.validate import where
 
 NAMED = r"^step_([0-9]+)(_nosync)?$"
@@ -37,6 +39,27 @@ MARKS = f"""
            count(*) AS ranges, min(text) AS example
     FROM ranked WHERE (named <> '') = has_named
     GROUP BY run_id, rank, step, step_kind
+"""
+
+
+def marks_sql() -> str:
+    """The step ranges of the ``nvtx`` relation: the default markers (:data:`MARKS`), or those of the pattern
+    asked for (``step_marker``): its capture group the step's number, else each rank's ranges in order."""
+    asked = step_marker.pattern()
+    if asked is None:
+        return MARKS
+    p = asked.replace("'", "''")
+    number = (f"TRY_CAST(regexp_extract(text, '{p}', 1) AS INTEGER)" if step_marker.groups(asked)
+              else "CAST(row_number() OVER (PARTITION BY run_id, rank ORDER BY start_ns, end_ns) AS INTEGER)")
+    return f"""
+    WITH m AS (
+        SELECT run_id, rank, start_ns, end_ns, text, {number} AS step
+        FROM nvtx
+        WHERE end_ns > start_ns AND coalesce(domain, '') <> '{GPU_SIDE}' AND regexp_matches(text, '{p}')
+    )
+    SELECT run_id, rank, step, 'sync' AS step_kind, min(start_ns) AS cpu_start_ns, max(end_ns) AS cpu_end_ns,
+           count(*) AS ranges, min(text) AS example
+    FROM m GROUP BY run_id, rank, step
 """
 
 
@@ -79,7 +102,7 @@ def attribute(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -
                                                                                         list[str]]:
     """Give every kernel and memory operation (frames sorted by run and rank) its step; the warnings on step
     ranges that were ignored."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _marks AS {MARKS}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _marks AS {marks_sql()}")
     notes = _ignored(con)
     marks = con.sql("SELECT * EXCLUDE (ranges, example) FROM _marks "
                     "ORDER BY run_id, rank, cpu_start_ns, step, step_kind").pl()

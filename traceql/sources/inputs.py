@@ -149,7 +149,8 @@ def _scan_directory(path: Path) -> list[Path]:
     if not found:
         # reports a reader refuses by their name alone (the nsys reader's .nsys-rep, .qdrep): not read here
         reps = [p.name for p in entries if registry.refusal(b"", p) and _is_file(p)]
-        hint = f" (it has {len(reps)} .nsys-rep report(s): export them with nsys export --type sqlite --include-blobs=true)" if reps else ""
+        export = "nsys export --type sqlite --include-blobs=true"
+        hint = f" (it has {len(reps)} .nsys-rep report(s): export them with {export})" if reps else ""
         if not hint and (inner := _folders_with_traces(entries)):
             hint = f" (traces are in its folder(s) {', '.join(inner[:3])}{', …' if len(inner) > 3 else ''}: give those)"
         raise InputError(f"directory holds no traces (*.sqlite, *.json, *.json.gz, ncu *.csv){hint}", path=str(path))

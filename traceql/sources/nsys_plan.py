@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from traceql.analyzers.machine import cores
+from traceql.model import step_marker
 from traceql.model.engine import connect
 from traceql.sources.files import InputFile, by_run
 from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, empty_kernels, fail
@@ -28,7 +29,6 @@ from traceql.sources.ranks import RankAssignment, assign_ranks
 
 WINDOW_ENV = "TRACEQL_WINDOW_KERNELS"
 WINDOW_KERNELS = 1_000_000  # kernels of one process from which an export is read a window of steps at a time
-STEP_TEXT = r"^(step_[0-9]+(_nosync)?|ProfilerStep#[0-9]+)$"
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 
 
@@ -95,11 +95,14 @@ def _boundaries(con: duckdb.DuckDBPyConnection, f: NsysFile, pid: int) -> list[i
     a = f.alias
     text = "coalesce(n.text, s.value)" if "StringIds" in f.tables else "n.text"
     strings = f"LEFT JOIN {a}.StringIds s ON s.id = n.textId" if "StringIds" in f.tables else ""
+    asked = step_marker.pattern()
+    # a step's ranges share its text; a pattern without a number marks each range a step of its own
+    per = "n.start, n.\"end\"" if asked is not None and not step_marker.groups(asked) else text
     ranges = con.execute(f"""
         SELECT min(n.start) AS s, max(coalesce(n."end", n.start)) AS e FROM {a}.NVTX_EVENTS n {strings}
         WHERE n.eventType IN {NVTX_RANGES} AND (n.globalTid >> 24) = ({pid} >> 24)
-          AND regexp_matches({text}, '{STEP_TEXT}')
-        GROUP BY {text} ORDER BY s""").fetchall()
+          AND regexp_matches({text}, '{step_marker.step_text().replace("'", "''")}')
+        GROUP BY {per} ORDER BY s""").fetchall()
     out, reach = [], None
     for start, end in ranges:
         if reach is not None and start >= reach:

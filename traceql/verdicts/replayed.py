@@ -13,6 +13,7 @@ from traceql.analyzers.causes import ranking, sentence
 from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.inputs import Timeline
 from traceql.labelling.result import DetectResult
+from traceql.model import step_marker
 from traceql.verdicts.bounds import never_beside, overlap_bound
 from traceql.verdicts.intervals import run_bounds
 from traceql.verdicts.measured import RunClass
@@ -151,7 +152,7 @@ def _ms(ns: int) -> str:
 
 def _findings(v: RunVerdict, cases: int, cls: RunClass) -> list[str]:
     if v.step_ns is None:
-        return ["no steps to replay (no NVTX step_<i> or ProfilerStep#<i> ranges)"]
+        return [f"no steps to replay (no {step_marker.described()})"]
     parts = []
     e = cls.error("straggler")
     for c in v.causes:
