@@ -224,3 +224,36 @@ def test_a_broken_install_is_one_line_and_exit_70(tmp_path: Path) -> None:
     assert done.returncode == 70 and done.stdout == ""
     assert done.stderr.startswith("error: internal error (ImportError: libduckdb.so: cannot open shared object)")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_an_error_folds_on_a_terminal_and_stays_one_line_piped(tmp_path: Path) -> None:
+    """A long error at an 80-column terminal (a pseudo-terminal) folds at the text's separators; piped, it is
+    one line: the same words either way."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    missing = tmp_path.joinpath(*["a-rather-long-folder-name"] * 6, "missing.sqlite")
+    args = [sys.executable, "-m", "traceql", "-q", "detect", str(missing)]
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    assert piped.returncode == 2 and piped.stderr.count("\n") == 1, piped.stderr
+    lead, follow = pty.openpty()
+    fcntl.ioctl(follow, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(args, stdin=follow, stdout=follow, stderr=follow, env=env, close_fds=True)
+    os.close(follow)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(lead, 4096)
+        except OSError:  # the terminal closed: the command is done
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(lead)
+    assert proc.wait() == 2
+    lines = [line for line in seen.decode().replace("\r", "").splitlines() if line.strip()]
+    assert len(lines) > 1 and max(len(line) for line in lines) <= 80, lines
+    assert "".join(lines) == piped.stderr.strip()

@@ -166,3 +166,36 @@ def test_the_page_holds_its_layout(invoke, tmp_path: Path, width: int, name: str
     assert seen["errors"] == [] and seen["requests"] == []
     assert seen["wider"] == 0 and seen["scroll"] == 0
     assert seen["drawn"] == seen["plots"] >= 4
+
+
+@pytest.mark.corpus
+def test_small_collectives_show_their_size(invoke, tmp_path: Path) -> None:
+    """HTA's nccl_parser_config trace moves 424-byte collectives (its records' own sizes, read with the
+    collectives relation's oracle: the torch trace's "In msg nelems" times the element size is what the command
+    reads; here the rendered table): a size of bytes reads "424 B", not "0.00" MiB."""
+    from tests.paths import PUBLIC
+    from traceql.commands.collectives import collectives
+
+    trace = PUBLIC / "hta-kineto" / "nccl_parser_config"
+    small = sorted({int(b) for b in collectives(trace).positions["bytes"].drop_nulls() if b < 1024})
+    assert small, "the trace's small collectives"
+    out = tmp_path / "nccl.html"
+    assert invoke("report", trace, "-o", out).exit_code == 0
+    mine = section(out.read_text(), "Collectives")
+    assert all(f">{b} B<" in mine for b in small), small
+    assert "<th class='n'>size</th>" in mine and ">MiB<" not in mine
+
+
+def test_the_collectives_legends_stay_clear_of_the_toolbar() -> None:
+    """Plotly draws its toolbar at a figure's top right: the collectives' figures keep their legend at the top
+    left, below their title (it sat under the toolbar, at the right)."""
+    from traceql.commands.collectives import collectives
+    from traceql.export import figures
+
+    found = collectives(RUNS / "gpt2-pair-nsys")
+    bandwidth = figures.collective_bandwidth(found.instances.filter(found.instances["busbw_gbps"].is_not_null()),
+                                             "t")
+    for fig in (bandwidth,):
+        legend = fig.layout.legend
+        assert (legend.x, legend.xanchor, legend.yanchor) == (0, "left", "bottom") and legend.y > 1
+        assert fig.layout.margin.t >= 70 and fig.layout.title.yref == "container"

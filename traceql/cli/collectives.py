@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from traceql.analyzers.units import size
 from traceql.cli.common import (
     Files,
     Format,
@@ -52,17 +53,6 @@ def collectives(
         _print_run(run, positions.filter(positions["run_id"] == run["run_id"]).to_dicts(), top)
         if steps:
             _print_steps(run["run_id"], by_step.filter(by_step["run_id"] == run["run_id"]).to_dicts())
-
-
-def size(n: float | None) -> str:
-    """Bytes in binary units (KiB, MiB, GiB)."""
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GiB"
 
 
 def _us(ns: float | None) -> str:

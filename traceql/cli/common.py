@@ -88,7 +88,7 @@ class OneLineErrors(TyperGroup):
                 sys.stdout.write(err.format_message() + "\n")
             code = 0
         except click_errors.ClickException as err:
-            sys.stderr.write(f"error: {printable(err.format_message(), one_line=True)}\n")
+            sys.stderr.write(error_line(err.format_message()) + "\n")
             code = err.exit_code
         except (typer.Abort, KeyboardInterrupt):
             code = INTERRUPTED
@@ -164,9 +164,16 @@ HtaCompatOption = Annotated[bool, typer.Option(
     "--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")]
 
 
+def error_line(message: str) -> str:
+    """``error: message`` as stderr gets it: one line whatever it holds; on a terminal, that line folded to its
+    width at the text's separators (piped, or under a test, one line to grep)."""
+    text = f"error: {printable(message, one_line=True)}"
+    return fold_name(text, max(console.width, 40)) if sys.stderr.isatty() else text
+
+
 def told(message: str) -> None:
-    """Write ``error: message`` on stderr, on one line whatever it holds."""
-    sys.stderr.write(f"error: {printable(message, one_line=True)}\n")
+    """Write ``error: message`` on stderr (:func:`error_line`)."""
+    sys.stderr.write(error_line(message) + "\n")
     _settings["told"] = True
 
 

@@ -39,7 +39,13 @@ def whatif(
         help="the model's gradient sizes (JSON) for --bucket-cap, where the run folder records none")] = None,
 ) -> None:
     """What each cause costs in step time: a replay of the run, without contention, without the straggler,
-    and with communication serialized."""
+    and with communication serialized.
+
+    The table, a normal step a row, in ms: measured (its first GPU start to its last GPU end on any rank),
+    replayed (the replay of the trace's own durations), no straggler (as if its straggler, rN, were as fast as
+    the others), no contention (every slowdown case at its baseline), serialized (communication after
+    computation, at its speed alone), MB cap (with --bucket-cap: DDP's buckets at that cap). Then the verdict:
+    the causes by what they cost a step on the critical path, and what overlap saves."""
     from traceql.commands.whatif import whatif as run_whatif
 
     with progress_bar("replaying…"):

@@ -11,7 +11,7 @@ from typing import cast
 import polars as pl
 
 from traceql.analyzers import collectives as coll
-from traceql.analyzers.units import MIB
+from traceql.analyzers.units import size
 from traceql.export import figures
 from traceql.export.html import figure, table
 
@@ -80,11 +80,12 @@ def _positions(inst: pl.DataFrame) -> str:
     def num(value: float | None, scale: float, digits: int) -> str:
         return "-" if value is None else f"{value / scale:,.{digits}f}"
 
-    rows = [[x["collective"], x["instance"], num(x["bytes"], MIB, 2), x["steps"], num(x["transfer_ns"], 1e3, 1),
+    rows = [[x["collective"], x["instance"], "-" if x["bytes"] is None else size(x["bytes"]), x["steps"],
+             num(x["transfer_ns"], 1e3, 1),
              num(x["busbw_gbps"], 1, 1), num(x["peak_share"], 0.01, 0), num(x["skew_ns"], 1e3, 1),
              "-" if x["last_rank"] is None else f"{x['last_rank']} ({x['last_count']} of {x['steps']})"]
             for x in coll.positions(inst).iter_rows(named=True)]
-    header = ["collective", "#", "MiB", "steps", "transfer µs", "bus bandwidth GB/s", "% of peak", "skew µs",
+    header = ["collective", "#", "size", "steps", "transfer µs", "bus bandwidth GB/s", "% of peak", "skew µs",
               "last rank (steps)"]
     kept = [i for i, h in enumerate(header) if h == "#" or any(r[i] != "-" for r in rows)]  # no empty column
     rows, header = [[r[i] for i in kept] for r in rows], [header[i] for i in kept]

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from traceql.analyzers.units import MIB
+from traceql.analyzers.units import size
 
 # one meaning a colour, in every figure: red is a slowed kernel and nothing else
 COLOURS = {"slowed": "#d62728", "compute": "#7f9fbf", "communication": "#ff9f1c", "memory": "#8c564b"}
@@ -127,15 +127,21 @@ def whatif_savings(steps: pl.DataFrame) -> go.Figure:
 def dataset_cases(summary: pl.DataFrame) -> go.Figure:
     """Cases and time lost per model and configuration of a dataset."""
     labels = [f"{m} {c}" for m, c in summary.select("model", "config").rows()]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["cases (% of kernels)", "time lost (ms)"])
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["cases (% of the kernels decided)", "time lost (ms)"])
     fig.add_trace(go.Bar(x=labels, y=summary["case_pct"].to_list(), showlegend=False), row=1, col=1)
     fig.add_trace(go.Bar(x=labels, y=summary["time_lost_ms"].to_list(), showlegend=False), row=1, col=2)
     return _layout(fig, 380)
 
 
+# a legend above a titled figure's plot, on the left: plotly's toolbar shows on the right, over what is there
+TOP_LEFT = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "xanchor": "left"}
+
+
 def _titled(fig: go.Figure, title: str) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0, "xref": "paper", "xanchor": "left", "font": {"size": 13}},
-                      margin={"t": 45})
+    """``fig`` with ``title`` at its top left, above a legend there (:data:`TOP_LEFT`)."""
+    fig.update_layout(title={"text": title, "x": 0, "xref": "paper", "xanchor": "left", "font": {"size": 13},
+                             "y": 1, "yanchor": "top", "yref": "container", "pad": {"t": 8}},
+                      margin={"t": 75})
     return fig
 
 
@@ -151,7 +157,7 @@ def collective_bandwidth(inst: pl.DataFrame, title: str) -> go.Figure:
     inst = inst.with_columns(label.alias("_x"))
     axis = f"{ops['collective'][0]} #k: its k-th in the step" if one else "collective #k: its k-th in the step"
     shown = inst.select("_x", "step", "bytes", "transfer_ns", "busbw_gbps", "peak_share")
-    hover = [f"<b>{x}</b>, step {s}<br>{b / MIB:,.2f} MiB in {t / 1000:,.1f} µs<br>{g:,.1f} GB/s"
+    hover = [f"<b>{x}</b>, step {s}<br>{size(b)} in {t / 1000:,.1f} µs<br>{g:,.1f} GB/s"
              + ("" if p is None else f", {p * 100:.0f} % of peak") for x, s, b, t, g, p in shown.rows()]
     fig = go.Figure(go.Scatter(x=inst["_x"].to_list(), y=inst["busbw_gbps"].to_list(), mode="markers",
                                name="each step", marker={"color": COLOURS["communication"], "size": 7, "opacity": 0.55},
@@ -169,7 +175,7 @@ def collective_bandwidth(inst: pl.DataFrame, title: str) -> go.Figure:
         top = max(top, float(peak))
     fig.update_xaxes(tickangle=-60 if not one else 0, title_text=f"instance of a step ({axis})")
     fig = _layout(fig, 440, yaxis_title="bus bandwidth (GB/s)", yaxis_rangemode="tozero",
-                  yaxis_range=[0, top * 1.12], legend={"y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
+                  yaxis_range=[0, top * 1.12], legend=TOP_LEFT)
     return _titled(fig, title)
 
 
@@ -192,5 +198,5 @@ def collective_skew(steps: pl.DataFrame, title: str) -> go.Figure:
     order = [f"{r} step {s}" if runs else f"step {s}" for r, s in steps.select("run_id", "step").rows()]
     fig.update_xaxes(categoryorder="array", categoryarray=order)
     fig = _layout(fig, 360, barmode="overlay", yaxis_title="arrival skew (ms, summed)",
-                  legend={"y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"})
+                  legend=TOP_LEFT)
     return _titled(fig, title)
