@@ -112,3 +112,23 @@ def test_a_run_without_steps_beside_one_with_them(tmp_path: Path) -> None:
     assert theirs.equals(alone)
     assert both.filter(pl.col("run_id") == "a_no_steps").select(pl.col("step", "step_kind").null_count()).row(0) \
         == (alone.height, alone.height)
+
+
+def test_text_with_a_backslash_x_is_utf8(tmp_path) -> None:
+    """Names holding a literal ``\\x`` (an environment string, a path on Windows) are UTF-8: no warning, no
+    temporary copy, the text as written (pipit's saxpy export said "0 text values ... not UTF-8": a cast to
+    BLOB read the backslash as an escape and failed)."""
+    import shutil
+    import sqlite3
+
+    from tests.paths import SINGLE_FILE
+    from traceql.commands.query import run_query
+
+    odd = "C:\\xtools\\HDF5=\\xZZ"
+    copy = tmp_path / "odd.sqlite"
+    shutil.copyfile(SINGLE_FILE, copy)
+    with sqlite3.connect(copy) as db:
+        db.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text IS NOT NULL", (odd,))
+    notes: list[str] = []
+    got = run_query([copy], "SELECT DISTINCT text FROM nvtx WHERE text IS NOT NULL", notes=notes)
+    assert odd in got["text"].to_list() and not [n for n in notes if "UTF-8" in n], notes

@@ -29,7 +29,8 @@ def readable(con: duckdb.DuckDBPyConnection, alias: str, tables: set[str]) -> bo
     for table, columns in TEXT_COLUMNS.items():
         if table not in tables:
             continue
-        bad = " OR ".join(f'("{c}" IS NOT NULL AND TRY(decode("{c}"::BLOB)) IS NULL)' for c in columns)
+        # encode(): the value's own bytes (a cast to BLOB would read "\\x.." in the text as an escape)
+        bad = " OR ".join(f'("{c}" IS NOT NULL AND TRY(decode(encode("{c}"))) IS NULL)' for c in columns)
         if cast("tuple[int]", con.execute(f"SELECT count(*) FROM {alias}.{table} WHERE {bad}").fetchone())[0]:
             return False
     return True
