@@ -22,8 +22,9 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved after f5f84d2: the intercept of duration against overlap over a narrow span (llama-4rank-cap2's labels)
-BASE = "088adbe0bb13c9ca93a24305234c4b121721f3da"
+# moved to 1c55af5: the verdicts held to their trace (the causes' time_ns, the overlap bounds), the
+# per-collective totals, the collectives' legends (issue 60)
+BASE = "1c55af500f4ddcaa5e16f80456c64b43e7851ddd"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
