@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
-import sqlite3
 
+from tests.oracle import step_ranges
 from tests.paths import INRUN_TRACE
 
 
 def _step_ranges(path) -> set[str]:
     """The step ranges of one export, read with sqlite3 (the oracle): ``step_<i>`` and ``step_<i>_nosync``."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        names = [r[0] for r in db.execute(
-            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id")]
-    return {n for n in names if n and re.fullmatch(r"step_\d+(_nosync)?", n)}
+    return {f"step_{step}{'_nosync' if kind == 'isolated' else ''}" for _, step, kind in step_ranges(path)}
 
 
 def test_steps_are_counted_a_rank(invoke, narrow: int) -> None:

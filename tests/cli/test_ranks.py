@@ -97,15 +97,11 @@ def test_the_first_captured_step_is_starred_only_where_shown(invoke, narrow: int
     captured step (step 1, the smallest ``step_<i>`` range of its exports, read with sqlite3), so neither is
     starred "not judged" and no footnote says so; with every step shown, step 1 alone is."""
     import re
-    import sqlite3
+
+    from tests.oracle import step_ranges
 
     run = RUNS / "gpt2-straggler-nsys"
-    names = set()
-    for export in (run / "traces").glob("*.sqlite"):
-        with sqlite3.connect(f"file:{export}?mode=ro", uri=True) as db:
-            names |= {r[0] for r in db.execute(
-                "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id")}
-    first = min(int(m[1]) for n in names if n and (m := re.fullmatch(r"step_(\d+)", n)))
+    first = min(step for _, step, kind in step_ranges(run) if kind == "sync")
     two = invoke("ranks", run, "--steps", "2").stdout
     rows = re.findall(r"^ +(\d+)(\*?) +[01] ", two, re.M)
     assert {s for s, _ in rows} == {"2", "4"} and first == 1 and not any(star for _, star in rows), two

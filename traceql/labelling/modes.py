@@ -61,7 +61,10 @@ def divided(estimates: pl.DataFrame, factors: pl.DataFrame) -> bool:
     estimate of a kind and kernel they hold (no communication, say) has nothing divided."""
     from traceql.analyzers.baselines.learned import factor_of
 
-    return not factors.is_empty() and bool((factor_of(estimates, factors) != 1.0).any())
+    if factors.is_empty():
+        return False
+    pairs = estimates.select("key", "reference_kind").unique()  # a kernel's factor is its (key, kind)'s
+    return bool((factor_of(pairs, factors) != 1.0).any())
 
 
 def factor_notes(factors: pl.DataFrame, source: LabelSource, used: bool = True) -> list[str]:
