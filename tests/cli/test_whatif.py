@@ -87,3 +87,17 @@ def test_a_trace_without_steps_says_so_once(invoke, narrow: int, tmp_path) -> No
     assert text.count("no steps to replay") == 1 and "no step ranges" not in text, text
     assert "replayed" not in text and "What if" not in text, text
     assert json.loads(invoke("whatif", bare, "--format", "json").stdout)["graph"]["activities"] > 0
+
+
+def test_help_names_every_column_of_the_table(invoke, narrow: int, tmp_path) -> None:
+    """Every column header the table prints (with --bucket-cap too) is named and said in --help."""
+    import re
+
+    table = invoke("whatif", "--bucket-cap", "2", "--gradients", ROOT / "datasets" / "examples" / "gpt2" /
+                   "gradients.json").stdout
+    header = next(line for line in table.splitlines() if line.startswith("step "))
+    columns = [c for c in re.split(r"\s{2,}", header.strip()) if c != "step"]
+    assert columns[:5] == ["measured", "replayed", "no straggler", "no contention", "serialized"], columns
+    said = " ".join(invoke("whatif", "--help").stdout.replace("│", " ").split())
+    for column in ["measured", "replayed", "no straggler", "no contention", "serialized", "MB cap"]:
+        assert f"{column} (" in said, column
