@@ -119,7 +119,7 @@ def verdict(run_id: str, steps: pl.DataFrame, ranks: int, has_comm: bool,
                             & pl.col("step").is_in(judged["step"].cast(pl.Int32).implode()))
         out.overlap_saves_ns, out.overlap_beside_ns, out.overlap_capped = overlap_bound(saves, contention, mine)
         out.overlap_never = never_beside(mine)
-        if out.overlap_capped:
+        if out.overlap_capped or out.overlap_never:  # a bound, or nothing by construction: no interval
             out.intervals["overlap_saves_ns"] = None
     out.lines = _findings(out, cases, cls)
     return out
