@@ -11,9 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from enum import Enum
-from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -21,6 +19,17 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from traceql.cli.fit import FitTable, fold_name, plain_table  # noqa: F401 - plain_table: the style, for frames
+from traceql.cli.numbers import counted, ms, num_ms  # noqa: F401 - the commands' names
+from traceql.cli.options import (  # noqa: F401 - the commands' names
+    BaselineOption,
+    Files,
+    Format,
+    FormatOption,
+    HtaCompatOption,
+    SchedulerOption,
+    ThresholdOption,
+    WorkersOption,
+)
 from traceql.cli.placeholders import plain
 from traceql.cli.printable import CONTROL, printable, printable_json  # noqa: F401 - the command line's names
 from traceql.errors import INTERNAL_ERROR, INTERRUPTED, CollectFailed, OptionError, TraceqlError
@@ -137,31 +146,6 @@ def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-
-
-Files = Annotated[
-    list[Path] | None,
-    typer.Argument(help="traces: Nsight Systems SQLite exports, torch.profiler JSON, Nsight Compute CSVs, run "
-                        "folders of traceql collect, or folders of them (default: the embedded example)",
-                   show_default=False),
-]
-FormatOption = Annotated[Format, typer.Option("--format", "-f", help="table or json")]
-WorkersOption = Annotated[int, typer.Option("--workers", "-w", help="label the traces in N local processes "
-                                            "(Dask distributed); 1: one after another here", min=1)]
-SchedulerOption = Annotated[str | None, typer.Option("--scheduler", help="label the traces on the Dask "
-                                                     "scheduler at ADDRESS (tcp://host:8786)", metavar="ADDRESS")]
-# the labelling options of every command that labels (detect, ranks, report, export)
-BaselineOption = Annotated[list[Path] | None, typer.Option(
-    "--baseline", "-b", help="isolated run(s) of the same model and shapes (paired labels)")]
-ThresholdOption = Annotated[float, typer.Option(
-    help="a case: overlapped and at least RATIO x its baseline (above 1.0)", metavar="RATIO")]
-HtaCompatOption = Annotated[bool, typer.Option(
-    "--hta-compat", help="per-rank breakdown as Holistic Trace Analysis 0.5.0 computes it")]
 
 
 def error_line(message: str) -> str:
@@ -299,22 +283,6 @@ def indented(text: str, by: int = 2) -> None:
     from rich.text import Text
 
     console.print(Padding(Text(printable(text)), (0, 0, 0, by)))
-
-
-def counted(n: int, what: str, many: str | None = None) -> str:
-    """``n`` with thousands separators and ``what``, plural unless one (``many``: the plural, else ``what`` + s):
-    ``1 case``, ``6,410 rows``."""
-    return f"{n:,} {what if n == 1 else (many or what + 's')}"
-
-
-def ms(ns: int | float | None) -> str:
-    """Nanoseconds as ``1,234.567 ms``."""
-    return "-" if ns is None else f"{num_ms(ns)} ms"
-
-
-def num_ms(ns: int | float | None) -> str:
-    """Nanoseconds as milliseconds with three decimals, for columns whose header names the unit."""
-    return "-" if ns is None else f"{ns / 1e6:,.3f}"
 
 
 def table(title: str | None, columns: Sequence[str], *, left: Collection[str] = (),
