@@ -13,3 +13,18 @@ def size(n: float | None) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:,.1f} GiB"
+
+
+def parse_size(text: str) -> int:
+    """``4GB``, ``512MiB``, ``1e9`` as bytes; ValueError (saying what is wanted) unless a finite size of at least
+    one byte."""
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": MIB, "GIB": 2**30}
+    t = text.strip().upper()
+    digits = t.rstrip("KMGIB")
+    try:
+        n = float(digits) * units[t[len(digits):]]
+    except (ValueError, KeyError):
+        raise ValueError("a size such as 4GB, 512MiB or 1e9 (bytes)") from None
+    if not n >= 1 or n == float("inf"):
+        raise ValueError("must be a finite size of at least 1 byte, such as 4GB, 512MiB or 1e9")
+    return int(n)

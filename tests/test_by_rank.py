@@ -107,8 +107,8 @@ def test_a_4_worker_cluster_gives_the_serial_output(invoke, dask_scheduler: str,
     serial = invoke("detect", run, "--out", tmp_path / "serial.parquet")
     remote = invoke("detect", run, "--out", tmp_path / "remote.parquet", "--scheduler", dask_scheduler)
     assert serial.exit_code == remote.exit_code == 0, remote.stderr
-    assert remote.stdout == serial.stdout
-    assert remote.stderr == serial.stderr.replace("serial.parquet", "remote.parquet")
+    assert remote.stdout == serial.stdout.replace("serial.parquet", "remote.parquet")
+    assert remote.stderr == serial.stderr == ""
     rows = pl.read_parquet(tmp_path / "remote.parquet")
     assert rows.equals(pl.read_parquet(tmp_path / "serial.parquet"))
     assert rows.equals(label(read_timeline(run)).kernels)

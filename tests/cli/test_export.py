@@ -57,7 +57,7 @@ def test_one_event_per_kernel_memory_operation_and_case(exported) -> None:
     cases = int(detect(DDP_TRACE, baseline=[SINGLE_TRACE]).kernels["is_slowdown"].sum())
     assert cats["slowdown"] == cases == data["otherData"]["cases"] > 0
     total = len(data["traceEvents"])
-    assert result.stderr == f"wrote {total:,} events ({cases:,} slowdown cases) to {path}\n"
+    assert result.stderr == "" and result.stdout == f"wrote {total:,} events ({cases:,} slowdown cases) to {path}\n"
 
 
 def test_cases_and_comm_are_marked(exported) -> None:

@@ -134,7 +134,7 @@ def test_report_single_trace_says_how_it_labelled(invoke, inrun_labels, tmp_path
         head = re.search(r"<p class='sub'>(.*?)</p>", out.read_text()).group(1)
         cases = inrun_labels[single][0]["totals"]["cases"]
         assert head.startswith("single-trace labels, by the detector" if single else "in-run labels")
-        assert f"{cases:,} slowdown cases" in head and f"{cases:,} slowdown cases" in result.stderr
+        assert f"{cases:,} slowdown cases" in head and f"{cases:,} slowdown cases" in result.stdout
 
 
 # --- --baseline, --threshold of whatif, ranks and export ----------------------------------------

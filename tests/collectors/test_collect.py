@@ -111,8 +111,8 @@ def test_detect_and_info_read_the_run_folder(invoke, torch_run) -> None:
         ("tiny-torch", 0, "distributedInfo"), ("tiny-torch", 1, "distributedInfo")]
     result = invoke("detect", out, "--format", "json")
     assert result.exit_code == 0, result.stderr
-    assert "no GPU kernels in this trace" in result.stderr
     data = json.loads(result.stdout)
+    assert any("no GPU kernels in this trace" in text for text in data["notes"]) and result.stderr == ""
     assert [r["rank"] for r in data["ranks"]] == [0, 1] and data["totals"]["cases"] == 0
 
 

@@ -91,7 +91,7 @@ def test_a_model_that_is_not_ddp_collects_without_isolated_steps(invoke, tmp_pat
     assert manifest["status"] == "complete" and manifest["world_size"] == 2
     assert all(r["isolated_steps"] == 0 and r["window"]["isolated_before"] == [] for r in manifest["ranks"])
     assert len(manifest["notes"]) == 1 and "no isolated steps" in manifest["notes"][0]
-    assert "--set world_size=1" in manifest["notes"][0] and "note: no isolated steps" in result.stderr
+    assert "--set world_size=1" in manifest["notes"][0] and "note: no isolated steps" in result.stdout
     events = json.loads(gzip.decompress((out / "traces" / f"{example}_rank0.json.gz").read_bytes()))["traceEvents"]
     names = {e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("step_")}
     assert len(names) == 3 and not any(n.endswith("_nosync") for n in names)  # the 3 active steps, none isolated

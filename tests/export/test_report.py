@@ -60,7 +60,7 @@ def test_report_of_the_embedded_example(invoke, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     # the step with the most time lost but the first captured one (which holds 6.75 of the 10.39 ms lost: each
     # rank's capture began at its own moment)
-    assert "wrote" in result.stderr and "step 2 drawn" in result.stderr
+    assert "wrote" in result.stdout and "step 2 drawn" in result.stdout and result.stderr == ""
     seen = render(out, tmp_path / "report-embedded.png")
     assert seen["errors"] == [] and seen["requests"] == []  # everything inline: not one request left the file
     assert seen["plots"] == 6 and seen["svgs"] >= 6  # the collectives' skew among them (no size: no bandwidth)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from traceql.cli.common import console, guarded, note, spinner, table
+from traceql.cli.common import console, guarded, notes, spinner, table
 
 NSYS, NCU, TORCH, LAUNCH = "nsys", "ncu", "torch.profiler", "Launch"
 
@@ -73,8 +73,7 @@ def print_manifest(manifest: dict[str, Any]) -> None:
         ranks.add_row(str(r["rank"]), r["status"], "yes" if r["profiled"] else "no", str(r["steps"]),
                       f"{r['window_median_ms']} ms", f"{r['outside_window_median_ms']} ms", isolated)
     console.print(ranks)
-    for text in manifest.get("notes", []):
-        note(f"note: {text}")
+    notes(manifest.get("notes", []))
     for kind in ("traces", "other"):
         if manifest["files"][kind]:
             console.print(f"{kind}: " + ", ".join(manifest["files"][kind]))

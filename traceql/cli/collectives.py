@@ -9,18 +9,7 @@ import typer
 from rich.markup import escape
 
 from traceql.analyzers.units import size
-from traceql.cli.common import (
-    Files,
-    Format,
-    FormatOption,
-    console,
-    counted,
-    emit_json,
-    guarded,
-    note,
-    spinner,
-    table,
-)
+from traceql.cli.common import Files, Format, FormatOption, console, counted, emit_json, guarded, notes, spinner, table
 
 
 @guarded
@@ -40,8 +29,7 @@ def collectives(
 
     with spinner("reading the collectives…"):
         result = run_collectives(files or None, gradients=gradients)
-    for text in result.notes:
-        note(text)
+    notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())
         return

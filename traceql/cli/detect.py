@@ -25,6 +25,7 @@ from traceql.cli.common import (
     guarded,
     ms,
     note,
+    notes,
     num_ms,
     progress_bar,
     table,
@@ -63,10 +64,9 @@ def detect(
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
                             metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out,
                             workers=workers, scheduler=scheduler, progress=update, causes=causes)
-    for text in result.notes:
-        note(text)
-    if out is not None:
-        note(f"wrote {result.compute_kernels()} kernel rows to {out}")
+    notes(result.notes, fmt)
+    if out is not None and fmt is not Format.json:  # in JSON, nothing beside the JSON
+        note(f"wrote {result.compute_kernels():,} kernel rows to {out}")
     if fmt is Format.json:
         emit_json(result.to_dict())
     else:

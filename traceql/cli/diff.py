@@ -16,7 +16,7 @@ from traceql.cli.common import (
     emit_json,
     fail,
     guarded,
-    note,
+    notes,
     num_ms,
     progress_bar,
     table,
@@ -53,8 +53,7 @@ def diff(
     finite(fail_above, "--fail-above")
     with progress_bar("comparing…"):
         result = run_diff(before, after, tolerance=tolerance)
-    for text in result.notes:
-        note(text)
+    notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())
     else:

@@ -15,7 +15,7 @@ from traceql.cli.common import (
     emit_json,
     guarded,
     ms,
-    note,
+    notes,
     num_ms,
     spinner,
     table,
@@ -34,8 +34,7 @@ def info(
 
     with spinner("reading…"):
         summary = run_info(files or None, top=top)
-    for text in summary["notes"]:
-        note(text)
+    notes(summary["notes"], fmt)
     if fmt is Format.json:
         emit_json(summary)
     else:

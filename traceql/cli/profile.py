@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,8 +10,9 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.analyzers.units import MIB
-from traceql.cli.common import CONTEXT, console, guarded, note, spinner, table
+from traceql.analyzers.units import parse_size
+from traceql.cli.common import CONTEXT, console, guarded, spinner, table
+from traceql.cli.common import notes as show_notes
 from traceql.errors import OptionError
 
 app = typer.Typer(help="Profile a model for `traceql solve`: memory, compute, DDP buckets; merge nodes' folders.",
@@ -25,17 +25,10 @@ OutDir = Annotated[Path, typer.Option("--out", "-o", help="the profile folder (c
 
 def _size(text: str) -> int:
     """``4GB``, ``512MiB``, ``1e9`` as bytes: a finite size of at least one byte."""
-    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": MIB, "GIB": 2**30}
-    t = text.strip().upper()
-    digits = t.rstrip("KMGIB")
     try:
-        size = float(digits) * units[t[len(digits):]]
-    except (ValueError, KeyError):
-        raise OptionError(f"--memory-limit {text!r}: a size such as 4GB, 512MiB or 1e9 (bytes)") from None
-    if not math.isfinite(size) or size < 1:
-        raise OptionError(f"--memory-limit {text!r}: must be a finite size of at least 1 byte, such as 4GB, "
-                          "512MiB or 1e9")
-    return int(size)
+        return parse_size(text)
+    except ValueError as err:
+        raise OptionError(f"--memory-limit {text!r}: {err}") from None
 
 
 def _show(path: Path) -> None:
@@ -119,8 +112,7 @@ def buckets(
 
     with spinner("reading the runs…"), collect_errors():
         path, notes = run(runs, out, interconnect=interconnect)
-    for text in notes:
-        note(f"note: {text}")
+    show_notes(notes)
     data = json.loads(path.read_text())
     out_table = table(f"Buckets of {data['model']} on {data['world_size']} x {data['gpu']}", (
         "cap MB", "buckets", "all-reduce ms", "exposed ms", "tax ms", "step ms", "batch"))
@@ -152,7 +144,6 @@ def merge(
 
     with collect_errors():
         written, notes = run(folders, out)
-    for text in notes:
-        note(f"note: {text}")
+    show_notes(notes)
     console.print(f"{len(written)} profile files in {escape(str(out))}: "
                   + ", ".join(escape(p.name) for p in written))

@@ -43,8 +43,8 @@ def query(
         kind = fmt.value if fmt is not FrameFormat.table else format_for(out, "--output") if out else "parquet"
         df = run_query(paths, sql, notes=notes, output=out, fmt=kind,
                        limit=limit + 1 if shown else None)
-    for text in notes:
-        note(text)
+    for text in notes:  # beside a table or a file's line; on stderr where stdout is csv or json
+        note(text, out=out is not None or fmt is FrameFormat.table)
     if out is not None:
         note(f"wrote {counted(df.height, 'row')} to {out}")
     elif fmt is FrameFormat.table:

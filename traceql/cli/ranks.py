@@ -17,7 +17,7 @@ from traceql.cli.common import (
     console,
     emit_json,
     guarded,
-    note,
+    notes,
     progress_bar,
     table,
 )
@@ -41,8 +41,7 @@ def ranks(
 
     with progress_bar("reading the ranks…"):
         result = run_ranks(files or None, baseline=baseline or None, threshold=threshold, hta_compat=hta_compat)
-    for text in result.notes:
-        note(text)
+    notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())
         return

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import Format, FormatOption, console, counted, emit_json, guarded, note, table
+from traceql.cli.common import Format, FormatOption, console, counted, emit_json, guarded, notes, table
 
 
 @guarded
@@ -34,8 +34,7 @@ def solve(
 
     result = run_solve(profile_dir, global_batch, cluster, max_accumulation=max_accumulation,
                        max_virtual=max_virtual, top=top)
-    for text in result.notes:
-        note(text)
+    notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())
     else:

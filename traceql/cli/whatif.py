@@ -17,7 +17,7 @@ from traceql.cli.common import (
     emit_json,
     guarded,
     indented,
-    note,
+    notes,
     progress_bar,
     table,
 )
@@ -51,8 +51,7 @@ def whatif(
     with progress_bar("replaying…"):
         result = run_whatif(files or None, baseline=baseline or None, threshold=threshold, bucket_cap=bucket_cap,
                             gradients=gradients)
-    for text in result.notes:
-        note(text)
+    notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())
         return
