@@ -22,9 +22,9 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved to 1c55af5: the verdicts held to their trace (the causes' time_ns, the overlap bounds), the
-# per-collective totals, the collectives' legends (issue 60)
-BASE = "1c55af500f4ddcaa5e16f80456c64b43e7851ddd"
+# moved to 88973b9: the notes about the data on stdout before the output, none beside JSON (stderr
+# empty on success; issue 60)
+BASE = "88973b921ef64225ef76459dff1c9a54039e87fd"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
