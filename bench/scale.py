@@ -13,7 +13,10 @@ with isolated steps (``inrun``), and the torch.profiler run (Kineto). The many-r
 run made longer, its two exports linked (or copied) under the names of ``--ranks`` ranks. ``--one`` adds one
 export of each size: rank 0 alone, made as long as the whole run.
 
-Every command runs in a fresh process (``detect`` also with ``--no-causes``: no replay); its wall time and
+Each run is first read by `detect` with no columnar copy of its exports (``cold``: it makes them, in a cache
+folder of the bench's own), then by every reading command with them (``warm``), and by `detect --no-cache`;
+the rows after those find the copies made. Every command runs in a fresh process (``detect`` also with
+``--no-causes``: no replay); its wall time and
 peak resident memory (``wait4``) are printed, and each time as a multiple of two bare scans of the same
 kernel tables (connect, ATTACH, read into Arrow; the better of two runs): every column (``x all``: the floor
 any DuckDB reader pays), and only the columns `detect` reads (``x cols``). The traces are read once before,
@@ -130,6 +133,17 @@ def scans(files: list[Path]) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
+    """The exports' columnar copies (``traceql cache``): the first `detect` (no copy yet: it makes them), then
+    every reading command with the copies there, and `detect --no-cache` (every export read itself)."""
+    shutil.rmtree(cache, ignore_errors=True)
+    row("detect, cold (copies made)", *measure([*TRACEQL, "detect", *args]), bare)
+    for cmd in ("detect", "ranks", "whatif", "collectives"):
+        row(f"{cmd}, warm", *measure([*TRACEQL, cmd, *args]), bare)
+    row("detect --no-cache", *measure([*TRACEQL, "--no-cache", "detect", *args]), bare)
+    print(f"{'  the copies':32s} {sum(p.stat().st_size for p in cache.rglob('*') if p.is_file()) / 2**20:8.1f} MiB")
+
+
 def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> None:
     per_copy = kernels_per_copy(RUNS["detector"][0])
     copies = max(1, round(millions * 1e6 / per_copy))
@@ -146,6 +160,7 @@ def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> No
     main = runs["detector"][0]
     warm([p for files, iso in runs.values() for p in [*files, *(iso or [])]])
     bare = scans(main)
+    cache_rows([str(main[0].parent)], bare, tmp / "cache")
     row("traceql info", *measure([*TRACEQL, "info", str(main[0].parent)]), bare)
     for source, (files, iso) in runs.items():
         args = [str(files[0].parent)] + (["--baseline", str(iso[0].parent)] if iso else [])
@@ -159,7 +174,8 @@ def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> No
     if single:
         warm(single)
         header(f"one export: rank 0 x {2 * copies} ({kernels_per_copy(single):,} kernels)")
-        row("traceql detect", *measure([*TRACEQL, "detect", str(single[0])]), scans(single))
+        single_bare = scans(single)
+        cache_rows([str(single[0])], single_bare, tmp / "cache")
 
 
 def ranks(count: int, millions: float, tmp: Path) -> None:
@@ -176,6 +192,7 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
            f"{time.perf_counter() - t0:.0f} s)")
     warm(base)
     bare = scans(run)
+    cache_rows([str(folder)], bare, tmp / "cache")
     row("traceql info", *measure([*TRACEQL, "info", str(folder)]), bare)
     row("traceql detect", *measure([*TRACEQL, "detect", str(folder)]), bare)
     row("  --no-causes", *measure([*TRACEQL, "detect", str(folder), "--no-causes"]), bare)
@@ -222,6 +239,7 @@ def main() -> None:
     ap.add_argument("--whatif", action="store_true", help="also `traceql whatif` of the detector's run, x detect")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="traceql-scale-")) if args.keep is None else args.keep
+    os.environ["TRACEQL_CACHE_DIR"] = str(tmp / "cache")  # the bench's own: cold and warm are its to set
     try:
         if args.ranks:
             ranks(args.ranks, args.rank_millions, tmp)

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +18,16 @@ from tests.paths import DDP_FILE, HAVE_CORPUS, SHARED
 
 def pytest_configure(config: pytest.Config) -> None:
     """Tests send Ctrl-C to the commands they start. A shell starts a background job with SIGINT ignored, and
-    children inherit that: run that way, every child would ignore the Ctrl-C. Children get it back here."""
+    children inherit that: run that way, every child would ignore the Ctrl-C. Children get it back here.
+    The exports' columnar copies go to a folder of the session's (every command and child shares it), never
+    to the user's cache."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ["TRACEQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="traceql-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop("TRACEQL_CACHE_DIR", ""), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

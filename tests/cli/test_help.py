@@ -58,7 +58,7 @@ def test_a_bare_group_prints_its_help_once(command: list[str]) -> None:
 
 
 def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``-q``, ``--wide`` and ``--steps-from REGEX`` after the command's name and its options, as before it: the
+    """``-q``, ``--wide``, ``--no-cache`` and ``--steps-from REGEX`` after the command's name and its options, as before it: the
     same run (``detect X --out c.parquet -q`` was "No such option: -q"); after ``--`` they are the command's
     arguments."""
     from traceql.cli import common
@@ -71,8 +71,10 @@ def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypat
     assert result.exit_code == 0 and out.is_file(), result.stderr
     assert invoke("ranks", "--steps", "2", "--wide").exit_code == 0
     assert invoke("info", "--steps-from", "^step_([0-9]+)$").exit_code == 0  # a valued one, with its value
-    assert seen == [{"wide": False, "quiet": True, "steps_from": None},
-                    {"wide": True, "quiet": False, "steps_from": None},
-                    {"wide": False, "quiet": False, "steps_from": "^step_([0-9]+)$"}]
+    assert invoke("info", "--no-cache").exit_code == 0
+    assert seen == [{"wide": False, "quiet": True, "steps_from": None, "no_cache": False},
+                    {"wide": True, "quiet": False, "steps_from": None, "no_cache": False},
+                    {"wide": False, "quiet": False, "steps_from": "^step_([0-9]+)$", "no_cache": False},
+                    {"wide": False, "quiet": False, "steps_from": None, "no_cache": True}]
     after = invoke("info", "--", "-q")
     assert after.exit_code != 0 and "-q" in after.stderr, after.stderr

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli import collect, collectives, common, dataset, detect, export, info, query, ranks, report, whatif
+from traceql.cli import cache, collect, collectives, common, dataset, detect, export, info, query, ranks, report, whatif
 from traceql.cli import diff as diff_cli
 from traceql.cli import profile as profile_cli
 from traceql.cli import solve as solve_cli
@@ -39,9 +39,11 @@ def main(
     steps_from: Annotated[str | None, typer.Option(
         "--steps-from", metavar="REGEX", help="steps are the ranges (NVTX, Kineto annotations) this pattern "
                                               "matches; its group, if any, the step's number")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="read each export itself, not its columnar copy "
+                                                               "(traceql cache info)")] = False,
 ) -> None:
     """Trace analysis and slowdown detection for distributed PyTorch training."""
-    common.configure(wide=wide, quiet=quiet, steps_from=steps_from)
+    common.configure(wide=wide, quiet=quiet, steps_from=steps_from, no_cache=no_cache)
 # an example or two per command, under its --help (on shipped data, as the docs' examples)
 EXAMPLES = {
     "info": ["traceql info", "traceql info run.sqlite --format json --top 20"],
@@ -72,3 +74,4 @@ for _name, _function in (("info", info.info), ("query", query.query), ("detect",
 app.add_typer(dataset.app, name="dataset")
 app.add_typer(export.app, name="export")
 app.add_typer(profile_cli.app, name="profile")
+app.add_typer(cache.app, name="cache")

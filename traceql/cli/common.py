@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - older typer, on click
     from click import exceptions as click_errors  # type: ignore[no-redef]  # the same names, from click itself
 
 
-GLOBAL = ("--wide", "--quiet", "-q")  # the application's own options, taken after a command's name too
+GLOBAL = ("--wide", "--quiet", "-q", "--no-cache")  # the application's own options, taken after a command's name too
 GLOBAL_VALUED = ("--steps-from",)  # ... and those that take a value
 
 
@@ -127,15 +127,19 @@ def natural_width() -> int:
     return 80
 
 
-def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None = None) -> None:
+def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None = None,
+              no_cache: bool = False) -> None:
     """The global options, set afresh by every command: ``--wide`` lets tables take the width they need (else
     the natural width: one command's ``--wide`` never leaks into the next run in the same process), ``--quiet``
     hides progress, ``--steps-from`` marks the steps (``model.step_marker``; else the environment's, or the
-    default markers)."""
+    default markers), ``--no-cache`` reads every export itself (``commands.cache``)."""
     console.width = WIDE if wide else natural_width()
     _settings["quiet"] = quiet
     from traceql.errors import OptionError
     from traceql.model import step_marker
+    from traceql.commands import cache
+
+    cache.turn_off(no_cache)
 
     step_marker.reset()  # one command's --steps-from never leaks into the next run in the same process
     try:

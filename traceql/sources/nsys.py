@@ -21,7 +21,7 @@ from traceql.model.engine import Model
 from traceql.sources import nsys_parts as parts
 from traceql.sources import sqlite_header
 from traceql.sources.files import InputFile, by_run
-from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, fail
+from traceql.sources.nsys_attach import READ_ERRORS, NsysFile, attach, detach, fail
 from traceql.sources.nsys_kernels import launches, read_kernels, rows
 from traceql.sources.nsys_plan import Part, RunPlan, offsets, plan  # noqa: F401 - the reader's plan: sources.shards asks it
 from traceql.sources.ranks import RankAssignment, assign_ranks, name_rank_note, name_without_rank, rank_from_name
@@ -277,5 +277,5 @@ def load(model: Model, files: list[InputFile], run_plan: RunPlan | None = None, 
                 _load_run(model, attached, ranks, kernels, offset, part)
             finally:
                 for done in attached:
-                    model.con.execute(f"DETACH {done.alias}")
+                    detach(model.con, done.alias)
     return notes

@@ -12,6 +12,7 @@ import duckdb
 
 from traceql.errors import InputError, SchemaError
 from traceql.model.engine import interrupted, sql_literal
+from traceql.sources import mirror
 from traceql.sources.nsys_text import clean_copy, readable
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -95,9 +96,39 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, source: Path
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None = None,
            scratch: Path | None = None) -> NsysFile:
-    """ATTACH one export read-only (from ``read_from``, a copy, when given) and check it has what the model
-    needs; errors name ``path``. Where a text column the model reads holds bytes that are not UTF-8, the
-    export is read from a copy in ``scratch`` with those values decoded (``nsys_text``), said in its notes."""
+    """One export as ``alias``: its columnar copy where the cache holds one (``mirror``), else the export
+    ATTACHed read-only (from ``read_from``, a copy, when given), checked to have what the model needs and
+    copied into the cache; errors name ``path``. Where a text column the model reads holds bytes that are not
+    UTF-8, the export is read from a copy in ``scratch`` with those values decoded (``nsys_text``), said in its
+    notes."""
+    entry = mirror.lookup(path) if read_from is None else None
+    if entry is not None and mirror.use(con, entry, alias):
+        meta = entry.meta
+        return NsysFile(path, alias, set(entry.tables), meta["tool_version"], meta["schema_version"],
+                        meta["session_start_ns"], [], list(meta["notes"]))
+    f = _attached(con, path, alias, read_from=read_from, scratch=scratch)
+    if read_from is None:  # a WAL database's copy is not the file: never kept
+        meta = {"tool_version": f.tool_version, "schema_version": f.schema_version,
+                "session_start_ns": f.session_start_ns, "notes": f.notes}
+        entry = mirror.build(con, alias, path, f.tables, meta)
+        if entry is not None:
+            con.execute(f"DETACH {alias}")
+            if not mirror.use(con, entry, alias):  # removed meanwhile: the export itself, again
+                _attach(con, path, alias, path)
+            f.tables = set(entry.tables)
+    return f
+
+
+def detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
+    """Let go of an export :func:`attach` gave as ``alias``."""
+    if con.execute("SELECT 1 FROM duckdb_databases() WHERE database_name = ?", [alias]).fetchall():
+        con.execute(f"DETACH {alias}")
+    else:
+        con.execute(f"DROP SCHEMA IF EXISTS {alias} CASCADE")
+
+
+def _attached(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *, read_from: Path | None,
+              scratch: Path | None) -> NsysFile:
     tables = _attach(con, path, alias, read_from or path)
     meta = next((t for t in META_TABLES if t in tables), None)
     if meta is None and "StringIds" not in tables:

@@ -24,7 +24,7 @@ from traceql.analyzers.machine import cores
 from traceql.model import step_marker
 from traceql.model.engine import connect
 from traceql.sources.files import InputFile, by_run
-from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, empty_kernels, fail
+from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, attach, detach, empty_kernels, fail
 from traceql.sources.ranks import RankAssignment, assign_ranks
 
 WINDOW_ENV = "TRACEQL_WINDOW_KERNELS"
@@ -162,7 +162,7 @@ def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: 
     except READ_ERRORS as exc:
         raise fail(path, exc) from exc
     finally:
-        con.execute(f"DETACH {alias}")
+        detach(con, alias)
     if not f.pids:
         raise empty_kernels(path)
     return f, parts
