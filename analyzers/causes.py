@@ -37,10 +37,11 @@ from typing import Any, cast
 import polars as pl
 
 from traceql.analyzers.late_launches import by_section
+from traceql.analyzers.replay.sampling import WEIGHT, errors
 
 CAUSES: dict[str, pl.DataType | type[pl.DataType]] = {
     "run_id": pl.String, "cause": pl.String, "rank": pl.Int32, "cost_ns": pl.Int64, "share": pl.Float64,
-    "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64, "time_ns": pl.Int64,
+    "steps": pl.List(pl.Int32), "step_cost_ns": pl.Int64, "time_ns": pl.Int64, "error_ns": pl.Int64,
     "waited_ns": pl.Int64, "sections": pl.List(pl.Struct({"section": pl.String, "wait_ns": pl.Int64,
                                                           "share": pl.Float64}))}
 # each cause, the what-if that takes it out (``replay.STEPS``)
@@ -69,31 +70,40 @@ def ranking(steps: pl.DataFrame, silent: Collection[str] = (), late: pl.DataFram
     waited = by_section(late, judged) if late is not None else None
     rows: list[dict[str, Any]] = []
     for (run_id,), part in judged.group_by("run_id", maintain_order=True):
-        n, mean = part.height, float(cast(float, part["replayed_ns"].mean()))
+        if WEIGHT not in part.columns:  # every step replayed
+            part = part.with_columns(pl.lit(1.0).alias(WEIGHT))
+        n = float(part[WEIGHT].sum())
+        mean = float((part["replayed_ns"] * part[WEIGHT]).sum()) / n
         held = part.filter(pl.col("straggler_rank").is_not_null())
         for (rank,), mine in held.group_by("straggler_rank", maintain_order=True):
             cost = (mine["replayed_ns"] - mine["without_straggler_ns"]).clip(0)
-            rows.append(_row(run_id, "straggler", rank, cost, mine["step"], n, mean))
+            rows.append(_row(run_id, "straggler", rank, cost, mine, n, mean))  # its steps all replayed
         for cause, column in WITHOUT.items():
             if part[column].is_null().all() or (cause == "contention" and not part["cases"].sum()) or (
                     cause == "exposed communication" and run_id in silent):
                 continue
             cost = (part["replayed_ns"] - part[column]).clip(0).fill_null(0)
-            if cause == "communication's CPU work" and float(cost.sum()) / n < CPU_WORK_SHARE * mean:
+            if cause == "communication's CPU work" and float((cost * part[WEIGHT]).sum()) / n < CPU_WORK_SHARE * mean:
                 continue
-            rows.append(_row(run_id, cause, None, cost, part["step"], n, mean))
+            rows.append(_row(run_id, cause, None, cost, part, n, mean))
+            error = errors(part, cost)
+            rows[-1]["error_ns"] = None if error is None else round(error)
             if cause in TIME_OF and times is not None:
-                rows[-1]["time_ns"] = _time(times, run_id, part["step"], TIME_OF[cause])
+                rows[-1]["time_ns"] = _time(times, run_id, part, TIME_OF[cause])
             if cause == "idle" and waited is not None:
                 rows[-1].update(_waited(waited.filter(pl.col("run_id") == run_id)))
     out = pl.DataFrame(rows, schema=CAUSES)
     return out.sort("run_id", "cost_ns", descending=[False, True], maintain_order=True)
 
 
-def _time(times: pl.DataFrame, run_id: str, steps: pl.Series, column: str) -> int | None:
-    """The mean over ``steps`` of a run's ``column`` of ``times`` (``step_breakdown.cause_times``)."""
-    mine = times.filter((pl.col("run_id") == run_id) & pl.col("step").is_in(steps.cast(pl.Int32).implode()))
-    return round(float(cast(float, mine[column].sum())) / len(steps)) if mine.height and len(steps) else None
+def _time(times: pl.DataFrame, run_id: str, part: pl.DataFrame, column: str) -> int | None:
+    """The mean over the steps of ``part`` (weighted: ``replay.sampling``) of a run's ``column`` of ``times``
+    (``step_breakdown.cause_times``)."""
+    mine = times.filter(pl.col("run_id") == run_id).join(
+        part.select(pl.col("step").cast(pl.Int32), WEIGHT), on="step")
+    if not mine.height or not part.height:
+        return None
+    return round(float((mine[column].fill_null(0) * mine[WEIGHT]).sum()) / float(part[WEIGHT].sum()))
 
 
 def _waited(waited: pl.DataFrame) -> dict[str, Any]:
@@ -107,14 +117,15 @@ def _waited(waited: pl.DataFrame) -> dict[str, Any]:
     return {"waited_ns": total, "sections": top.to_dicts()}
 
 
-def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, steps: pl.Series, n: int,
+def _row(run_id: str, cause: str, rank: int | None, cost: pl.Series, part: pl.DataFrame, n: float,
          mean: float) -> dict[str, Any]:
+    """One cause's row: ``cost`` in each step of ``part`` (weighted), over the run's ``n`` steps."""
     hit = cost > 0
-    per_step = float(cost.sum()) / n
+    per_step = float((cost * part[WEIGHT]).sum()) / n
     return {"run_id": run_id, "cause": cause, "rank": rank, "cost_ns": round(per_step),
-            "share": round(100 * per_step / mean, 2) if mean else None, "steps": steps.filter(hit).to_list(),
+            "share": round(100 * per_step / mean, 2) if mean else None, "steps": part["step"].filter(hit).to_list(),
             "step_cost_ns": round(float(cost.filter(hit).median())) if hit.any() else 0, "time_ns": None,
-            "waited_ns": None, "sections": None}
+            "error_ns": None, "waited_ns": None, "sections": None}
 
 
 def label(row: dict[str, Any]) -> str:
@@ -124,8 +135,12 @@ def label(row: dict[str, Any]) -> str:
 
 def sentence(row: dict[str, Any], error: str = "") -> str:
     """One cause's verdict: ``the straggler rank 3 costs 14.3 ms/step (15.2 %; 28.7 ms in steps 2, 4)``;
-    ``error``: what such a figure was off by on the validation runs, said in the parentheses."""
+    ``error``: what such a figure was off by on the validation runs, said in the parentheses; a cost priced
+    from a sample of the run's steps (``replay.sampling``) says its sampling error there."""
     where = f"; {error}" if error else ""
+    if row.get("error_ns") is not None:
+        error_ms = row["error_ns"] / 1e6
+        where += f"; ±{error_ms:,.{1 if error_ms >= 0.1 else 2}f} ms sampling error"
     if row["cause"] == "straggler":
         steps = row["steps"]
         where = f"; {row['step_cost_ns'] / 1e6:,.1f} ms in {step_list(steps)}{where}"

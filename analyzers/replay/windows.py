@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.replay import sampling
 from traceql.analyzers.replay.run import WhatIf, steps
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -197,13 +198,18 @@ def _serial(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Win
     return (fn(item, job) for item in items)
 
 
-def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None) -> tuple[pl.DataFrame, list[int]]:
+def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None,
+              weights: list[tuple[int, float]] | None = None) -> tuple[pl.DataFrame, list[int]]:
     """Every window of ``cut`` replayed as ``job`` says (its options: ``replay.steps``' keyword arguments but the
     cases and baselines, which are the activities' ``_case`` and ``_base``), one after another or through
     ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the
-    summed counts (``replay.WhatIf``'s)."""
+    summed counts (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan and
+    its steps' weight, ``sampling``), the steps carry them."""
     frames, counts = [], [0] * 6
-    for frame, got in (mapper or _serial)(window_steps, cut, job):
+    for i, (frame, got) in enumerate((mapper or _serial)(window_steps, cut, job)):
+        if weights is not None:
+            frame = frame.with_columns(pl.lit(weights[i][0], pl.Int32).alias(sampling.WINDOW),
+                                       pl.lit(weights[i][1], pl.Float64).alias(sampling.WEIGHT))
         frames.append(frame)
         counts = [a + b for a, b in zip(counts, got, strict=True)]
     steps = pl.concat(frames)
@@ -215,19 +221,50 @@ def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None) ->
 
 def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: int | None = None,
              mapper: Mapper | None = None, cases: pl.DataFrame | None = None,
-             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, **options: Any) -> WhatIf:
+             prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None, sample: tuple[int, int] | None = None,
+             **options: Any) -> WhatIf:
     """``run.steps`` of ``ops`` (activities in a frame, or stored a file a rank: :class:`Stored`; with their
     ``_case`` and ``_base``, where they have them, else from ``cases``: :func:`with_cases`), a window of about
     ``size`` activities at a time where they hold more (a replay's memory bounded by a window; ``mapper`` may
     replay the windows elsewhere, in order; ``prepare`` is done to each window's activities once read);
-    ``options``: ``run.steps``' other arguments."""
-    cut = plan(ops.scan() if isinstance(ops, Stored) else ops.lazy(), size, min_steps)
-    if len(cut) <= 1:  # one replay of them all
+    ``options``: ``run.steps``' other arguments. With ``sample`` (``(above, sampled)``), a run of more than
+    ``above`` normal steps is replayed in part (``sampling.choose``: its stragglers' windows and a sample of the
+    others, about ``sampled`` steps, each step with its weight)."""
+    lazy = ops.scan() if isinstance(ops, Stored) else ops.lazy()
+    cut = plan(lazy, size, min_steps)
+    weights = None
+    if sample is not None and _normal_steps(lazy) > sample[0]:  # windows of a few steps each, a sample of them
+        cut = plan(lazy, 1, min_steps)
+        weights = _sample(lazy, cut, options.get("stragglers"), sample)
+    if weights is not None:
+        cut = [cut[i] for i, _ in weights]
+    if len(cut) <= 1 and weights is None:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
         return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
                      baseline=frame["_base"] if "_base" in frame.columns else None, **options)
     job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
-    frame, counts = by_window(cut, job, mapper)
+    frame, counts = by_window(cut, job, mapper, weights)
     recorded, inferred, unexplained, forced, activities, disordered = counts
     return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
+
+
+def _sample(ops: pl.LazyFrame, cut: list[Window], named: pl.DataFrame | None,
+            sample: tuple[int, int]) -> list[tuple[int, float]] | None:
+    """The windows of ``cut`` to replay and their steps' weights (``sampling.choose``); None where every one is."""
+    normal = ops.filter(pl.col("step_kind") == "sync").select("run_id", "step").unique().collect()
+    counts = {}
+    for w in cut:
+        mine = normal.filter((pl.col("run_id") == w.run_id) & pl.col("step").is_between(w.first, w.last))
+        counts[(w.run_id, w.first)] = max(mine.height, 1)
+    held = set() if named is None else {(str(r), int(s)) for r, s in named.select("run_id", "step").iter_rows()}
+    chosen = sampling.choose(cut, counts, held, *sample)
+    if all(weight == 1.0 for weight in chosen.values()) and len(chosen) == len(cut):
+        return None
+    return sorted(chosen.items())
+
+
+def _normal_steps(ops: pl.LazyFrame) -> int:
+    """The most normal steps a run of ``ops`` has."""
+    per = ops.filter(pl.col("step_kind") == "sync").group_by("run_id").agg(pl.col("step").n_unique().alias("n"))
+    return int(per.select(pl.col("n").max()).collect().item() or 0)

@@ -58,9 +58,9 @@ def test_a_bare_group_prints_its_help_once(command: list[str]) -> None:
 
 
 def test_global_flags_after_the_command(invoke, narrow: int, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``-q``, ``--wide``, ``--no-cache`` and ``--steps-from REGEX`` after the command's name and its options, as before it: the
-    same run (``detect X --out c.parquet -q`` was "No such option: -q"); after ``--`` they are the command's
-    arguments."""
+    """``-q``, ``--wide``, ``--no-cache`` and ``--steps-from REGEX`` after the command's name and its options, as
+    before it: the same run (``detect X --out c.parquet -q`` was "No such option: -q"); after ``--`` they are
+    the command's arguments."""
     from traceql.cli import common
 
     seen = []

@@ -135,9 +135,9 @@ def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None
     default markers), ``--no-cache`` reads every export itself (``commands.cache``)."""
     console.width = WIDE if wide else natural_width()
     _settings["quiet"] = quiet
+    from traceql.commands import cache
     from traceql.errors import OptionError
     from traceql.model import step_marker
-    from traceql.commands import cache
 
     cache.turn_off(no_cache)
 

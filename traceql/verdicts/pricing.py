@@ -13,6 +13,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, held_cases, ranking
 from traceql.analyzers.replay.activities import KEY, activities, on_clock, with_labels
+from traceql.analyzers.replay.sampling import SAMPLED, WEIGHT, sample_above
 from traceql.analyzers.step_breakdown import cause_times, step_breakdown
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Timeline
@@ -91,7 +92,8 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
         (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
     # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
     got = replay.windowed(ops, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
-                          replay_trace=False, mapper=mapper, cases=marks, prepare=prepare)
+                          replay_trace=False, mapper=mapper, cases=marks, prepare=prepare,
+                          sample=(sample_above(), SAMPLED))
     del ops
     if not got.activities:
         return out
@@ -102,6 +104,7 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     named, cheap = priced(named)
     done = unnamed(done, cheap)
     out.causes = ranking(done, set(done["run_id"].to_list()) - talking, late, times)
+    out.notes += sampled_notes(done)
     out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
@@ -142,14 +145,34 @@ def unnamed(done: pl.DataFrame, cheap: pl.DataFrame) -> pl.DataFrame:
         .alias("without_straggler_ns"))
 
 
+def sampled_notes(done: pl.DataFrame) -> list[str]:
+    """What a run whose causes were priced from a sample of its steps (``replay.sampling``) says of it."""
+    if WEIGHT not in done.columns:
+        return []
+    out = []
+    for (run_id,), part in done.filter(~pl.col("first")).group_by("run_id", maintain_order=True):
+        total = round(float(part[WEIGHT].sum()))
+        out.append(f"note: {run_id}: its causes are priced from {part.height:,} of its {total:,} normal steps, "
+                   "replayed (every straggler's, and a random sample of the others): each cost with its "
+                   "sampling error at 95 %")
+    return out
+
+
 def critical_of(done: pl.DataFrame, lost: pl.DataFrame) -> pl.DataFrame:
     """Per run (``schema.CRITICAL``): what its cases cost on the critical path of its normal steps (``done``:
-    ``replay.STEPS``), summed, and the time they lost in those steps (``lost``: `detect`'s steps)."""
+    ``replay.STEPS``; where only some were replayed, weighted: ``replay.sampling``), summed, and the time they
+    lost in those steps (``lost``: `detect`'s steps, all of them where a sample was replayed)."""
     judged = done.filter(~pl.col("first"))
-    per_run = judged.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("steps"), (
-        pl.col("replayed_ns") - pl.col("without_contention_ns")).sum().alias("critical_ns"))
-    in_steps = lost.join(judged.select("run_id", "step"), on=["run_id", "step"]).group_by("run_id").agg(
-        pl.col("time_lost_ns").sum().alias("lost_ns"))
+    if WEIGHT not in judged.columns:  # every step replayed
+        judged = judged.with_columns(pl.lit(1.0).alias(WEIGHT))
+    weight = pl.col(WEIGHT)
+    per_run = judged.group_by("run_id").agg(weight.sum().round().cast(pl.Int64).alias("steps"), (
+        (pl.col("replayed_ns") - pl.col("without_contention_ns")) * weight).sum().round().cast(pl.Int64)
+        .alias("critical_ns"))
+    normal = lost.join(done.filter(pl.col("first")).select("run_id", "step"), on=["run_id", "step"], how="anti")
+    sampled = WEIGHT in done.columns
+    in_steps = (normal if sampled else lost.join(judged.select("run_id", "step"), on=["run_id", "step"])
+                ).group_by("run_id").agg(pl.col("time_lost_ns").sum().alias("lost_ns"))
     out = per_run.join(in_steps, on="run_id", how="left").with_columns(pl.col("lost_ns").fill_null(0))
     return schema.conform(out.sort("run_id"), schema.CRITICAL)
 
