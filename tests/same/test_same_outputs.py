@@ -22,9 +22,9 @@ import pytest
 
 from tests.paths import ROOT, RUNS
 
-# moved to 88973b9: the notes about the data on stdout before the output, none beside JSON (stderr
-# empty on success; issue 60)
-BASE = "88973b921ef64225ef76459dff1c9a54039e87fd"
+# moved to 4f25712: the causes' error_ns (null but where a long run's causes were priced from a
+# sample of its steps; issue 61)
+BASE = "4f25712009a709efdcd1ec39707e36d0c6af670c"
 DRIVER = Path(__file__).with_name("driver.py")
 UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d")  # the minute a page was made
