@@ -6,6 +6,7 @@ with a bare scan of the same kernel tables.
     python bench/scale.py --hta /path/to/python # + HTA 0.5.0 (installed in that interpreter) on Kineto
     python bench/scale.py --ranks 0 --sizes --kineto-copies 13 39 --hta PY --whatif   # Kineto alone, 2 sizes
     python bench/scale.py --ranks 0 --sizes 0.5 1 --whatif   # `whatif` beside `detect` on the same run
+    python bench/scale.py --sizes 0.1 1 1.9 --cache-only --kineto-copies   # first and later commands
 
 The shipped traces (``datasets/``) are repeated with time shifts (``bench/scaled.py``) into a temp folder:
 the two-rank GPT-2 DDP run (single-trace labels: ``detector``) and its isolated run (``baseline``), the run
@@ -111,6 +112,7 @@ def warm(paths: list[Path]) -> None:
 
 
 TRACEQL = [sys.executable, "-m", "traceql"]
+CACHE_ONLY = "--cache-only" in sys.argv  # the cold / warm / --no-cache rows alone
 
 
 def row(name: str, wall: float, peak: float, bare: tuple[float, float] | None = None) -> None:
@@ -161,6 +163,8 @@ def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> No
     warm([p for files, iso in runs.values() for p in [*files, *(iso or [])]])
     bare = scans(main)
     cache_rows([str(main[0].parent)], bare, tmp / "cache")
+    if CACHE_ONLY:
+        return
     row("traceql info", *measure([*TRACEQL, "info", str(main[0].parent)]), bare)
     for source, (files, iso) in runs.items():
         args = [str(files[0].parent)] + (["--baseline", str(iso[0].parent)] if iso else [])
@@ -193,6 +197,8 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
     warm(base)
     bare = scans(run)
     cache_rows([str(folder)], bare, tmp / "cache")
+    if CACHE_ONLY:
+        return
     row("traceql info", *measure([*TRACEQL, "info", str(folder)]), bare)
     row("traceql detect", *measure([*TRACEQL, "detect", str(folder)]), bare)
     row("  --no-causes", *measure([*TRACEQL, "detect", str(folder), "--no-causes"]), bare)
@@ -237,6 +243,7 @@ def main() -> None:
     ap.add_argument("--hta", help="a Python interpreter with holistictraceanalysis 0.5.0 installed")
     ap.add_argument("--keep", type=Path, help="build (and reuse) the traces in this folder")
     ap.add_argument("--whatif", action="store_true", help="also `traceql whatif` of the detector's run, x detect")
+    ap.add_argument("--cache-only", action="store_true", help="only the cold, warm and --no-cache rows")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="traceql-scale-")) if args.keep is None else args.keep
     os.environ["TRACEQL_CACHE_DIR"] = str(tmp / "cache")  # the bench's own: cold and warm are its to set

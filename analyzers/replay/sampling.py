@@ -2,7 +2,9 @@
 named straggler's step is replayed (and the run's first and last), and of the others a simple random sample,
 drawn the same for the same run (seeded by its id; not every k-th, which a training loop's own period, say
 a checkpoint every N steps, would alias), about :data:`SAMPLED` steps in all. Runs of at most
-:data:`SAMPLE_ABOVE` normal steps are replayed whole.
+:data:`SAMPLE_ABOVE` normal steps are replayed whole, and so is a run whose stragglers' windows would make the
+sample more than :data:`WORTH` of its steps (small windows cost more a step than the large ones of a whole
+replay).
 
 Each replayed step carries a weight: 1 in a straggler's window, the other windows' steps over the sampled ones'
 steps elsewhere; a cause's cost a step is then the weighted sum of its cost over the weighted steps (exact for
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # windows imports this module
 
 SAMPLE_ABOVE = 500  # normal steps a run has beyond which its causes are priced from a sample ...
 SAMPLED = 200  # ... of about this many steps (with every straggler's)
+WORTH = 0.5  # a sample of more than this share of the steps (stragglers in most windows) is no sample: all are
 SAMPLE_ENV = "TRACEQL_SAMPLE_ABOVE"  # a smaller bound (tests: the shipped runs sampled)
 Z95 = 1.96
 WINDOW, WEIGHT = "_window", "_weight"

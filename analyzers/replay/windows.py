@@ -234,10 +234,10 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     cut = plan(lazy, size, min_steps)
     weights = None
     if sample is not None and _normal_steps(lazy) > sample[0]:  # windows of a few steps each, a sample of them
-        cut = plan(lazy, 1, min_steps)
-        weights = _sample(lazy, cut, options.get("stragglers"), sample)
-    if weights is not None:
-        cut = [cut[i] for i, _ in weights]
+        small = plan(lazy, 1, min_steps)
+        weights = _sample(lazy, small, options.get("stragglers"), sample)
+        if weights is not None:
+            cut = [small[i] for i, _ in weights]
     if len(cut) <= 1 and weights is None:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
@@ -259,7 +259,8 @@ def _sample(ops: pl.LazyFrame, cut: list[Window], named: pl.DataFrame | None,
         counts[(w.run_id, w.first)] = max(mine.height, 1)
     held = set() if named is None else {(str(r), int(s)) for r, s in named.select("run_id", "step").iter_rows()}
     chosen = sampling.choose(cut, counts, held, *sample)
-    if all(weight == 1.0 for weight in chosen.values()) and len(chosen) == len(cut):
+    replayed = sum(counts[(cut[i].run_id, cut[i].first)] for i in chosen)
+    if replayed > sampling.WORTH * sum(counts.values()):  # stragglers in most windows: the whole run, as planned
         return None
     return sorted(chosen.items())
 
