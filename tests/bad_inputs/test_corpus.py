@@ -69,9 +69,9 @@ def test_bad_input(invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name
         assert s.phrase in result.stderr, result.stderr
         if s.names is not None:
             assert str(s.names) in result.stderr, result.stderr
-    elif s.phrase:  # a warning (or a note): the line that says it names the file
-        said = [line for line in result.stderr.splitlines() if s.phrase in line]
-        assert said, result.stderr
+    elif s.phrase:  # a warning (or a note), with the output (or in its JSON): the line that says it names the file
+        said = [line for line in result.stdout.splitlines() if s.phrase in line]
+        assert said, result.stdout[-2000:]
         assert s.names is None or str(s.names) in said[0], said[0]
     assert s.shows is None or s.shows in result.stdout, result.stdout[-2000:]
     assert state(s.inputs) == before
