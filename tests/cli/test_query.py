@@ -16,6 +16,7 @@ import pytest
 import traceql
 from tests.oracle import count
 from tests.paths import DDP_FILES, DDP_TRACE
+from traceql.sources import mirror
 
 SQL = "SELECT rank, kind, count(*) AS n FROM kernels GROUP BY ALL ORDER BY rank, kind"
 NCCL = ("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
@@ -88,11 +89,14 @@ def _cpu_s(pid: int) -> float:
 
 
 def _reading(pid: int) -> bool:
-    """Whether process ``pid`` has one of the embedded traces open."""
+    """Whether process ``pid`` has one of the embedded traces open, or a file of their columnar copies (the
+    cache folder, ``sources.mirror``: what a command reads once a first one made them)."""
     fds = Path(f"/proc/{pid}/fd")
+    copies = os.environ.get("TRACEQL_CACHE_DIR") or str(mirror.folder())
     for fd in fds.iterdir():
         try:
-            if os.readlink(fd) in TRACES:
+            target = os.readlink(fd)
+            if target in TRACES or target.startswith(copies + os.sep) and target.endswith(".parquet"):
                 return True
         except OSError:
             continue
