@@ -31,15 +31,28 @@ class CacheInfo:
 
 
 def turn_off(off: bool) -> None:
-    """``--no-cache``: this command (and the workers it starts) reads every export itself."""
+    """``--no-cache``: this command (and the workers it starts) reads every export itself.
+
+    Args:
+        off: True for ``--no-cache``; False undoes an earlier command's in the same process (never the
+            environment's own ``TRACEQL_NO_CACHE``).
+    """
     mirror.turn_off(off)
 
 
 def info() -> CacheInfo:
-    """The cache as it is now."""
+    """The cache as it is now.
+
+    Returns:
+        its folder, whether commands use it, its bound and every copy (:class:`CacheInfo`).
+    """
     return CacheInfo(mirror.folder(), mirror.enabled(), mirror.limit(), mirror.entries())
 
 
 def clear() -> tuple[int, int]:
-    """Every copy removed: how many, and their bytes (the exports themselves are never touched)."""
+    """Every copy removed (the exports themselves are never touched).
+
+    Returns:
+        how many copies were removed, and their bytes.
+    """
     return mirror.clear()
