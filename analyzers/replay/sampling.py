@@ -18,13 +18,10 @@ import hashlib
 import math
 import os
 import random
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import polars as pl
-
-if TYPE_CHECKING:  # windows imports this module
-    from traceql.analyzers.replay.windows import Window
 
 SAMPLE_ABOVE = 500  # normal steps a run has beyond which its causes are priced from a sample ...
 SAMPLED = 200  # ... of about this many steps (with every straggler's)
@@ -39,9 +36,10 @@ def sample_above() -> int:
     return int(text) if text.isdigit() else SAMPLE_ABOVE
 
 
-def choose(cut: list[Window], steps: dict[tuple[str, int], int], held: Collection[tuple[str, int]],
+def choose(cut: Sequence[Any], steps: dict[tuple[str, int], int], held: Collection[tuple[str, int]],
            above: int = SAMPLE_ABOVE, sampled: int = SAMPLED) -> dict[int, float]:
-    """Of the windows ``cut`` (``steps``: the normal steps of each window, by its run and first step), those to
+    """Of the windows ``cut`` (``windows.Window``, which imports this module; ``steps``: the normal steps of
+    each window, by its run and first step), those to
     replay and the weight of their steps: all, weight 1, where a run has at most ``above`` normal steps, and
     the windows of its first and last steps and of a step of ``held`` (run, step); of the rest of a run, a random
     sample of about ``sampled`` steps (two windows at least). Keys: indices in ``cut``."""
