@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from traceql.cli.common import console, guarded, notes, spinner, table
+from traceql.cli.common import console, guarded, spinner, table
+from traceql.cli.say import notes
 
 NSYS, NCU, TORCH, LAUNCH = "nsys", "ncu", "torch.profiler", "Launch"
 

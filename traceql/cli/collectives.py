@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 
 from traceql.analyzers.units import size
-from traceql.cli.common import Files, Format, FormatOption, console, counted, emit_json, guarded, notes, spinner, table
+from traceql.cli.common import Files, Format, FormatOption, console, counted, emit_json, guarded, spinner, table
+from traceql.cli.say import notes
 
 
 @guarded

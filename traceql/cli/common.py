@@ -272,27 +272,6 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def note(text: str, *, out: bool = True) -> None:
-    """A line for the user (a note about the data, what was written): on stdout, with the output it speaks of,
-    so that stderr stays empty on success; ``out=False`` puts it on stderr, where stdout holds csv a note would
-    break. On a terminal (or where ``COLUMNS`` is set) folded to its width at the text's separators
-    (``traceql.cli.fit``); piped, one line (one to grep)."""
-    stream = sys.stdout if out else sys.stderr
-    text = printable(text.rstrip("\n"))
-    if stream.isatty() or os.environ.get("COLUMNS", "").strip():
-        text = fold_name(text, max(console.width, 40))
-    stream.write(text + "\n")
-
-
-def notes(texts: Sequence[str], fmt: Any = None) -> None:
-    """The notes about the data, before a command's output: with ``--format json`` none (the JSON holds them
-    under ``"notes"``), else one ``note`` each on stdout, marked as one."""
-    if getattr(fmt, "value", None) == "json":
-        return
-    for text in texts:
-        note(text if text.startswith(("note:", "warning:")) else f"note: {text}")
-
-
 def indented(text: str, by: int = 2) -> None:
     """A line of a list (a verdict's finding, a cause) on stdout, ``by`` cells in, its folded lines as far in."""
     from rich.padding import Padding

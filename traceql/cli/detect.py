@@ -24,13 +24,12 @@ from traceql.cli.common import (
     emit_json,
     guarded,
     ms,
-    note,
-    notes,
     num_ms,
     progress_bar,
     table,
 )
 from traceql.cli.render import kernel_cell, print_ranks
+from traceql.cli.say import note, notes
 from traceql.labelling.options import PAIRED_FACTOR, TOP
 
 

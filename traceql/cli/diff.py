@@ -16,12 +16,12 @@ from traceql.cli.common import (
     emit_json,
     fail,
     guarded,
-    notes,
     num_ms,
     progress_bar,
     table,
 )
 from traceql.cli.render import LONG_SPAN_NS, kernel_cell
+from traceql.cli.say import notes
 from traceql.labelling.modes import LabelSource
 from traceql.labelling.options import NO_CHANGE_PCT, finite
 

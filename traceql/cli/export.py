@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import CONTEXT, BaselineOption, Files, ThresholdOption, guarded, note, spinner
+from traceql.cli.common import CONTEXT, BaselineOption, Files, ThresholdOption, guarded, spinner
+from traceql.cli.say import note
 from traceql.labelling.options import PAIRED_FACTOR
 
 app = typer.Typer(help="Export a trace for other tools.", no_args_is_help=True, context_settings=CONTEXT)

@@ -7,19 +7,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import (
-    Files,
-    Format,
-    FormatOption,
-    console,
-    emit_json,
-    guarded,
-    ms,
-    notes,
-    num_ms,
-    spinner,
-    table,
-)
+from traceql.cli.common import Files, Format, FormatOption, console, emit_json, guarded, ms, num_ms, spinner, table
+from traceql.cli.say import notes
 from traceql.model.step_marker import described
 
 

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from traceql.analyzers.units import parse_size
 from traceql.cli.common import CONTEXT, console, guarded, spinner, table
-from traceql.cli.common import notes as show_notes
+from traceql.cli.say import notes as show_notes
 from traceql.errors import OptionError
 
 app = typer.Typer(help="Profile a model for `traceql solve`: memory, compute, DDP buckets; merge nodes' folders.",

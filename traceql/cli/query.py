@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import counted, guarded, note, printable, printable_json, spinner
+from traceql.cli.common import counted, guarded, printable, printable_json, spinner
 from traceql.cli.frames import print_frame
+from traceql.cli.say import note
 from traceql.errors import TraceqlError
 
 

@@ -17,11 +17,11 @@ from traceql.cli.common import (
     console,
     emit_json,
     guarded,
-    notes,
     progress_bar,
     table,
 )
 from traceql.cli.render import print_ranks
+from traceql.cli.say import notes
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.model.step_marker import described
 

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from traceql.cli.common import BaselineOption, Files, ThresholdOption, counted, guarded, note, spinner
+from traceql.cli.common import BaselineOption, Files, ThresholdOption, counted, guarded, spinner
+from traceql.cli.say import note
 from traceql.labelling.options import PAIRED_FACTOR
 
 

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from traceql.cli.common import Format, FormatOption, console, counted, emit_json, guarded, notes, table
+from traceql.cli.common import Format, FormatOption, console, counted, emit_json, guarded, table
+from traceql.cli.say import notes
 
 
 @guarded

@@ -17,10 +17,10 @@ from traceql.cli.common import (
     emit_json,
     guarded,
     indented,
-    notes,
     progress_bar,
     table,
 )
+from traceql.cli.say import notes
 from traceql.labelling.options import PAIRED_FACTOR
 
 

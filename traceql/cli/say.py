@@ -1,0 +1,31 @@
+"""What a command says about the data beside its output: the notes and warnings, on stdout before it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from traceql.cli.common import console, fold_name, printable
+
+
+def note(text: str, *, out: bool = True) -> None:
+    """A line for the user (a note about the data, what was written): on stdout, with the output it speaks of,
+    so that stderr stays empty on success; ``out=False`` puts it on stderr, where stdout holds csv a note would
+    break. On a terminal (or where ``COLUMNS`` is set) folded to its width at the text's separators
+    (``traceql.cli.fit``); piped, one line (one to grep)."""
+    stream = sys.stdout if out else sys.stderr
+    text = printable(text.rstrip("\n"))
+    if stream.isatty() or os.environ.get("COLUMNS", "").strip():
+        text = fold_name(text, max(console.width, 40))
+    stream.write(text + "\n")
+
+
+def notes(texts: Sequence[str], fmt: Any = None) -> None:
+    """The notes about the data, before a command's output: with ``--format json`` none (the JSON holds them
+    under ``"notes"``), else one ``note`` each on stdout, marked as one."""
+    if getattr(fmt, "value", None) == "json":
+        return
+    for text in texts:
+        note(text if text.startswith(("note:", "warning:")) else f"note: {text}")
