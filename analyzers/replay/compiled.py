@@ -10,6 +10,7 @@ of a second; a small graph never imports numba at all (``COMPILED_NODES``).
 from __future__ import annotations
 
 import os
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 
 COMPILED_NODES = 200_000  # nodes replayed at once from which the compiled pass is worth its import
 _COMPILED: dict[str, Any] = {}
+_COMPILING = threading.Lock()  # windows replayed on threads (``windows``) make each function once
 
 
 def wanted(nodes: int) -> bool:
@@ -30,6 +32,11 @@ def _pass(fn: Any, compiled: bool) -> Any:
     The passes call :func:`_started`: compiled, they call it compiled (it is compiled first and given to them)."""
     if not compiled:
         return fn
+    with _COMPILING:
+        return _compiled(fn)
+
+
+def _compiled(fn: Any) -> Any:
     if fn.__name__ not in _COMPILED:
         os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "traceql" / "numba"))
         import numba

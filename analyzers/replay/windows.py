@@ -14,11 +14,17 @@ past the bucket before is not seen. The edges of a bucket before are counted twi
 
 Activities stored a file a rank (:class:`Stored`, `detect` of a run of rank files) are sorted by bucket, so
 that a window reads a slice of each file, not the whole run.
+
+Windows are replayed two at a time on threads of this process where it may use two cores (:data:`AT_ONCE`): the
+compiled passes and polars let go of Python's lock, so two windows take about 0.7 times as long as one after
+the other, and what the replay holds is two windows, still not the run.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,12 +32,13 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
+from traceql.analyzers.machine import threads
 from traceql.analyzers.replay import sampling
 from traceql.analyzers.replay.run import WhatIf, steps
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
-WINDOW = 500_000  # activities replayed at once (a replay holds about 600 B an activity) ...
+WINDOW = 250_000  # activities replayed at once (a replay holds about 600 B an activity) ...
 MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler what-if's statistics)
 BUCKET = "_bucket"
 BATCH_ROWS = 65_536  # the record batches a stored file is written in (a window reads those of its slice)
@@ -55,7 +62,8 @@ def bucketed(ops: pl.DataFrame) -> pl.DataFrame:
 class Window:
     """The steps ``first`` .. ``last`` of run ``run_id`` (reported), the buckets from ``since`` held (``since`` <
     ``first``: the one before, replayed as the window's start); ``opens``/``closes``: whether it is the run's
-    first or last window (it holds what came before or after the normal steps too)."""
+    first or last window (it holds what came before or after the normal steps too); ``held``: the activities of
+    its normal steps."""
 
     run_id: str
     since: int
@@ -63,6 +71,7 @@ class Window:
     last: int
     opens: bool
     closes: bool
+    held: int = 0
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -140,7 +149,7 @@ def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = Non
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             if hi > lo:
                 out.append(Window(str(run_id), number[max(lo - 1, 0)], number[lo], number[hi - 1], lo == 0,
-                                  hi == len(number)))
+                                  hi == len(number), int(reach[hi - 1] - (reach[lo - 1] if lo else 0))))
     return out
 
 
@@ -194,19 +203,46 @@ def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int
 Mapper = Callable[[Callable[[Window, Windowed], Any], list[Window], Windowed], Iterable[Any]]
 
 
+AT_ONCE = 2  # windows replayed at once on threads, where the process may use as many cores
+
+
 def _serial(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Windowed) -> Iterator[Any]:
     return (fn(item, job) for item in items)
+
+
+def _threaded(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Windowed) -> Iterator[Any]:
+    """``fn(window, job)`` for each window in order, :data:`AT_ONCE` at a time on threads (one after another
+    where this process may use one core, ``machine.threads``, or a window holds more than :data:`WINDOW`
+    activities: cut by its steps, not its size, two would hold more than one plan's worth); a failure is raised
+    where its window's result would come, the windows not begun are dropped."""
+    small = all(w.held <= WINDOW for w in items)
+    at_once = min(AT_ONCE, threads(), len(items)) if small else 1
+    if at_once <= 1:
+        yield from _serial(fn, items, job)
+        return
+    left = iter(items)
+    with ThreadPoolExecutor(at_once, thread_name_prefix="traceql-window") as pool:
+        running: deque[Future[Any]] = deque(pool.submit(fn, next(left), job) for _ in range(at_once))
+        try:
+            while running:
+                done = running.popleft().result()
+                running.extend(pool.submit(fn, w, job) for w in [next(left, None)] if w is not None)
+                yield done
+        finally:
+            for waiting in running:
+                waiting.cancel()
 
 
 def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None,
               weights: list[tuple[int, float]] | None = None) -> tuple[pl.DataFrame, list[int]]:
     """Every window of ``cut`` replayed as ``job`` says (its options: ``replay.steps``' keyword arguments but the
     cases and baselines, which are the activities' ``_case`` and ``_base``), one after another or through
-    ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the
+    ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order; default: two at a
+    time on threads here, module doc); the steps and the
     summed counts (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan and
     its steps' weight, ``sampling``), the steps carry them."""
     frames, counts = [], [0] * 6
-    for i, (frame, got) in enumerate((mapper or _serial)(window_steps, cut, job)):
+    for i, (frame, got) in enumerate((mapper or _threaded)(window_steps, cut, job)):
         if weights is not None:
             frame = frame.with_columns(pl.lit(weights[i][0], pl.Int32).alias(sampling.WINDOW),
                                        pl.lit(weights[i][1], pl.Float64).alias(sampling.WEIGHT))

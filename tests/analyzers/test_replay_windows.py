@@ -4,6 +4,8 @@ cost), on real runs cut into windows of two and three steps."""
 
 from __future__ import annotations
 
+import threading
+
 import polars as pl
 import pytest
 
@@ -15,6 +17,7 @@ from traceql.labelling.request import request
 from traceql.verdicts.pricing import WAYS, named_stragglers
 
 EXACT = [k for k in replay.WAYS if k != "without_straggler_ns"]
+REPLAY_ONE = windows.window_steps
 
 
 def _both(path, min_steps: int) -> tuple[replay.WhatIf, replay.WhatIf, int]:
@@ -90,3 +93,48 @@ def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path) -> 
         assert stored.window(w).sort(order).equals(frame.filter(w.holds()).sort(order))
     how = {"waits": timeline.waits, "ways": (*WAYS, "serialized_ns"), "size": 1, "min_steps": 2}
     assert replay.windowed(stored, **how).steps.equals(replay.windowed(ops, **how).steps)
+
+
+def _windows_of(path, monkeypatch: pytest.MonkeyPatch, threads: str) -> tuple[replay.WhatIf, list[str]]:
+    """``path``'s run replayed in windows of one step (``windows`` default mapper), with ``threads`` cores said
+    to be free (``OMP_NUM_THREADS``); the names of the threads each window was replayed on."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    req = request(path)
+    timeline, labelled = req.label(req.runs()[0], None)
+    ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    seen: list[str] = []
+
+    def noted(window: windows.Window, job: windows.Windowed) -> object:
+        seen.append(threading.current_thread().name)
+        return REPLAY_ONE(window, job)
+
+    monkeypatch.setattr(windows, "window_steps", noted)
+    got = replay.windowed(ops, size=1, min_steps=1, waits=timeline.waits, ways=WAYS)
+    return got, seen
+
+
+def test_windows_replayed_two_at_a_time_give_what_one_after_another_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    apart, one_by_one = _windows_of(RUNS / "gpt2-late-nsys", monkeypatch, "1")
+    paired, on_threads = _windows_of(RUNS / "gpt2-late-nsys", monkeypatch, "2")
+    assert len(one_by_one) == len(on_threads) >= 4
+    assert set(one_by_one) == {threading.main_thread().name}
+    assert all(name.startswith("traceql-window") for name in on_threads)
+    assert paired.steps.equals(apart.steps) and paired.activities == apart.activities
+
+
+def test_a_window_that_fails_on_a_thread_fails_the_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    done: list[int] = []
+
+    def replay_one(window: windows.Window, _job: object) -> int:
+        if window.first == 3:
+            raise ValueError("window 3")
+        done.append(window.first)
+        return window.first
+
+    cut = [windows.Window("r", i - 1, i, i, i == 1, i == 9, 10) for i in range(1, 10)]
+    got = windows._threaded(replay_one, cut, None)  # type: ignore[arg-type]
+    assert [next(got), next(got)] == [1, 2]
+    with pytest.raises(ValueError, match="window 3"):
+        next(got)
+    assert max(done) <= 5  # the windows after it were never begun, but the one or two already running

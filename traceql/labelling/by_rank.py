@@ -74,7 +74,7 @@ SCRATCH_ENV = "TRACEQL_SCRATCH"
 # that replays windows of them on the pool)
 # what follows the labels: the result, the stored activities, recorded waits, the mapper, the late launches and
 # the steps' breakdown (``step_breakdown``, every rank's)
-Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper, pl.DataFrame | None, pl.DataFrame | None],
+Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper | None, pl.DataFrame | None, pl.DataFrame | None],
                 None]
 __all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "scratch"]
 
@@ -120,8 +120,11 @@ class _Passes:
         self.total = 5 * len(shards)
         self.done = 0
 
-    def mapper(self) -> Mapper:
-        """A ``replay.Mapper`` that replays a run's windows of steps on the pool (a failed one stops the run)."""
+    def mapper(self) -> Mapper | None:
+        """A ``replay.Mapper`` that replays a run's windows of steps on the pool (a failed one stops the run);
+        None for a pool that runs its tasks here: the replay's own (windows on threads of this process)."""
+        if self.pool.serial:
+            return None
         def windows(fn: Callable[[Any, Any], Any], items: list[Any], job: Any) -> Iterable[Any]:
             for _, result in self.pool.map(fn, items, common=job, name=lambda w: f"{w.run_id} steps {w.first}-"
                                            f"{w.last}"):

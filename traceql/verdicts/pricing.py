@@ -188,7 +188,7 @@ def price_run(result: DetectResult, timeline: Timeline) -> DetectResult:
 
 
 def price_stored(result: DetectResult, ops: replay.Stored, waits: pl.DataFrame | None,
-                 mapper: replay.Mapper, late: pl.DataFrame | None = None,
+                 mapper: replay.Mapper | None, late: pl.DataFrame | None = None,
                  breakdown: pl.DataFrame | None = None) -> None:
     """The same for a run labelled a rank at a time (``labelling.by_rank``'s ``then``): its activities stored a
     file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place
