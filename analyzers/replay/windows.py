@@ -22,9 +22,7 @@ the other, and what the replay holds is two windows, still not the run.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +33,7 @@ import polars as pl
 from traceql.analyzers.machine import threads
 from traceql.analyzers.replay import sampling
 from traceql.analyzers.replay.run import WhatIf, steps
+from traceql.analyzers.threaded import in_order
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
@@ -206,31 +205,12 @@ Mapper = Callable[[Callable[[Window, Windowed], Any], list[Window], Windowed], I
 AT_ONCE = 2  # windows replayed at once on threads, where the process may use as many cores
 
 
-def _serial(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Windowed) -> Iterator[Any]:
-    return (fn(item, job) for item in items)
-
-
 def _threaded(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Windowed) -> Iterator[Any]:
-    """``fn(window, job)`` for each window in order, :data:`AT_ONCE` at a time on threads (one after another
-    where this process may use one core, ``machine.threads``, or a window holds more than :data:`WINDOW`
-    activities: cut by its steps, not its size, two would hold more than one plan's worth); a failure is raised
-    where its window's result would come, the windows not begun are dropped."""
+    """``fn(window, job)`` for each window in order, :data:`AT_ONCE` at a time on threads (``threaded``; one after
+    another where this process may use one core, ``machine.threads``, or a window holds more than
+    :data:`WINDOW` activities: cut by its steps, not its size, two would hold more than one plan's worth)."""
     small = all(w.held <= WINDOW for w in items)
-    at_once = min(AT_ONCE, threads(), len(items)) if small else 1
-    if at_once <= 1:
-        yield from _serial(fn, items, job)
-        return
-    left = iter(items)
-    with ThreadPoolExecutor(at_once, thread_name_prefix="traceql-window") as pool:
-        running: deque[Future[Any]] = deque(pool.submit(fn, next(left), job) for _ in range(at_once))
-        try:
-            while running:
-                done = running.popleft().result()
-                running.extend(pool.submit(fn, w, job) for w in [next(left, None)] if w is not None)
-                yield done
-        finally:
-            for waiting in running:
-                waiting.cancel()
+    return in_order(fn, items, job, min(AT_ONCE, threads()) if small else 1, "traceql-window")
 
 
 def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None,
