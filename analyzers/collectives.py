@@ -52,6 +52,13 @@ COLLECTIVES = {  # the `collectives` relation: one row per rank of each instance
 }
 
 
+def operations(kernels: pl.DataFrame) -> set[str]:
+    """The operations of ``kernels``' communication kernels that name their collective (``AllReduce``,
+    ``AllGather`` ...)."""
+    comm = kernels.filter(pl.col("kind") == "comm")
+    return {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
+
+
 def bus_factor(op: pl.Expr, n: pl.Expr) -> pl.Expr:
     """nccl-tests' bus bandwidth factor of collective ``op`` on ``n`` ranks (null for another operation)."""
     share = (n - 1) / n

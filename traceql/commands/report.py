@@ -26,7 +26,7 @@ from traceql.labelling.result import DetectResult
 from traceql.model.names import display_name
 from traceql.sources.inputs import is_file
 from traceql.sources.outputs import check_file_output
-from traceql.verdicts.ranks import RanksResult, run_steps
+from traceql.verdicts.ranks import RanksResult, facts_of, run_steps
 from traceql.verdicts.replayed import verdict
 from traceql.verdicts.whatif import run_class
 
@@ -174,7 +174,7 @@ def _whatif(timeline: Timeline, ranked: RanksResult) -> str:
     if ranked.replayed is None:
         return "<p>Not replayed: the ranks' clocks disagree (see the notes).</p>"
     done = ranked.replayed
-    cls = run_class(timeline, ranked)
+    cls = run_class(facts_of(timeline), ranked)
     verdicts = []
     for run_id in done.steps["run_id"].unique(maintain_order=True).to_list():
         mine = done.steps.filter(pl.col("run_id") == run_id)

@@ -50,6 +50,7 @@ from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.core import baseline_notes, detector_for, no_kernels
 from traceql.labelling.judged import detector_matrix, sampled_rows
+from traceql.labelling.kept import Kept, Then
 from traceql.labelling.modes import LabelSource, choose, factor_notes
 from traceql.labelling.options import TOP
 from traceql.labelling.passes import (
@@ -70,12 +71,6 @@ from traceql.parallel import Pool, Progress
 from traceql.sources.shards import Shard
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
-# what follows the labels while the run's activities are stored: (result, activities, recorded waits, a mapper
-# that replays windows of them on the pool)
-# what follows the labels: the result, the stored activities, recorded waits, the mapper, the late launches and
-# the steps' breakdown (``step_breakdown``, every rank's)
-Then = Callable[[DetectResult, Stored, pl.DataFrame | None, Mapper | None, pl.DataFrame | None, pl.DataFrame | None],
-                None]
 __all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "scratch"]
 
 
@@ -178,11 +173,9 @@ def label_by_rank(shards: list[Shard], settings: Settings, *, pool: Pool, top: i
                   progress: Progress | None = None, then: Then | None = None) -> DetectResult:
     """One run's shards labelled a rank at a time (the passes above), on ``pool``; the result holds its rows
     on disk (:class:`StoredRows`), in a folder that lives as long as the result. With ``then`` (and
-    ``settings.replay``), what comes next while the run's activities are still stored: ``then(result,
-    activities, waits, mapper, late, breakdown)``, ``mapper`` replaying windows of them on the pool (a verdict's
-    replay; ``late``: the launches the GPUs waited for, ``labelling.late``; ``breakdown``: the steps'
-    ``step_breakdown``). Every
-    working file is gone when it returns."""
+    ``settings.replay``), what comes next while the run's activities are still stored: ``then(result, kept)``
+    (``labelling.kept``: its ``mapper`` replays windows of them on the pool). Every working file is gone when it
+    returns."""
     discard = _Discard()
     try:
         return _passes(shards, settings, pool, top, detector, progress, discard, then)
@@ -241,14 +234,17 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         notes += baseline_notes(rate, settings.baseline)
     notes += factor_notes(run.factors if run.factors is not None else empty(), source, any(used))
     result = _result(shards, settings, firsts, labelled, source, rate, notes, top)
-    kept = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
-    stored = [path for path, _ in kept]
+    files = [(settings.path(i, "activities.arrow"), r.index) for i, r in enumerate(firsts) if r.activities is not None]
+    stored = [path for path, _ in files]
     if then is not None and stored:  # every rank's activities, replayed a window of steps at a time over the workers
         waits = [r.waits for r in firsts if r.waits is not None]
         late = [r.late for r in firsts if r.late is not None]
         broken = [r.breakdown_steps for r in firsts if r.breakdown_steps is not None]
-        then(result, Stored(tuple(stored), tuple(index for _, index in kept)), pl.concat(waits) if waits else None,
-             passes.mapper(), pl.concat(late) if late else None, pl.concat(broken) if broken else None)
+        then(result, Kept(Stored(tuple(stored), tuple(index for _, index in files)),
+                          pl.concat(waits) if waits else None, passes.mapper(), pl.concat(late) if late else None,
+                          pl.concat(broken) if broken else None, _frame([r.ranks for r in firsts]).unique(
+                              maintain_order=True), [g for r in firsts for g in r.gpus],
+                          {c for r in firsts for c in r.collectives}, [str(f.path) for s in shards for f in s.files]))
     discard(stored)
     return result
 

@@ -28,6 +28,7 @@ from traceql.analyzers.baselines.within_trace import (
 )
 from traceql.analyzers.breakdown import rank_breakdown
 from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, signature_instances
+from traceql.analyzers.collectives import operations
 from traceql.analyzers.compat import hta_view
 from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
@@ -93,6 +94,7 @@ class Read:
     late: pl.DataFrame | None = None  # the launches its GPUs waited for, by CPU section (``labelling.late``)
     breakdown_steps: pl.DataFrame | None = None  # its steps' breakdown (``step_breakdown``), for the causes' times
     gpus: list[str | None] = field(default_factory=list)  # the names of the GPUs its kernels ran on
+    collectives: set[str] = field(default_factory=set)  # its collectives' operations (``collectives.operations``)
     comm_devices: pl.DataFrame | None = None  # the GPUs that ran its communication (analyzers.partial)
 
 
@@ -137,7 +139,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     tl = read_timeline(None, shard=shard)
     kernels = tl.kernels
     out = Read(tl.ranks.select("run_id", "rank"), list(tl.notes), metrics=not tl.ranks.is_empty() and tl.has_metrics,
-               gpus=tl.gpus)
+               gpus=tl.gpus, collectives=operations(kernels))
     out.isolated = bool((kernels["step_kind"] == "isolated").any())
     out.comm = bool((kernels["kind"] == "comm").any())
     out.comm_devices = comm_devices(kernels)

@@ -5,13 +5,15 @@ options checked and the outputs refused where they are inputs, before anything i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from traceql.labelling import options
-from traceql.labelling.by_rank import Settings, Then, label_by_rank, scratch
+from traceql.labelling.by_rank import Settings, label_by_rank, scratch
 from traceql.labelling.inputs import Baseline, Timeline, profiler_notes, read_baseline, read_timeline
+from traceql.labelling.kept import Then
 from traceql.labelling.label import import_detector, label
 from traceql.labelling.options import PAIRED_FACTOR, TOP
 from traceql.labelling.result import DetectResult
@@ -71,16 +73,17 @@ class Request:
         return timeline, label(timeline, baseline=baseline, threshold=self.threshold, hta_compat=self.hta_compat,
                                single_trace=self.single_trace, **more)
 
-    def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool, top: int = TOP,
-                      detector: Any = None, progress: Progress | None = None, then: Then | None = None,
-                      ) -> DetectResult:
-        """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool``
-        (``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder of its own;
-        ``then``: what follows the labels while the run's activities are stored (``by_rank.label_by_rank``)."""
+    def label_by_rank(self, shards: list[Shard], baseline: Baseline | None, *, pool: Pool | None = None,
+                      top: int = TOP, detector: Any = None, progress: Progress | None = None,
+                      then: Then | None = None) -> DetectResult:
+        """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool`` (None: here, one
+        after another; ``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder
+        of its own; ``then``: what follows the labels while the run's activities are stored
+        (``by_rank.label_by_rank``)."""
         import_detector()
-        with scratch() as folder:
+        with scratch() as folder, (nullcontext(pool) if pool is not None else Pool(1)) as used:
             how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), then is not None)
-            return label_by_rank(shards, how, pool=pool, top=top, detector=detector, progress=progress, then=then)
+            return label_by_rank(shards, how, pool=used, top=top, detector=detector, progress=progress, then=then)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:
         """Every input as one timeline (what a report or a Chrome trace draws), labelled."""

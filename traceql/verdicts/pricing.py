@@ -17,6 +17,7 @@ from traceql.analyzers.replay.sampling import SAMPLED, WEIGHT, sample_above
 from traceql.analyzers.step_breakdown import cause_times, step_breakdown
 from traceql.analyzers.stragglers import arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Timeline
+from traceql.labelling.kept import Kept
 from traceql.labelling.late import late_waits
 from traceql.labelling.result import DetectResult
 from traceql.model import schema
@@ -81,7 +82,7 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     if isinstance(ops, replay.Stored):  # each window put on the common clock once read, its cases joined then
         if cases is None:
             raise ValueError("stored activities are replayed with their cases")
-        keyed = _clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns"))
+        keyed = clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns"))
         keyed = keyed.filter(~pl.col("run_id").is_in(unaligned))
         marks, prepare = keyed.drop("step"), partial(aligned, unaligned=unaligned)
     else:  # one copy of the activities, on the common clock, the caller's let go: a large run's replay is its peak
@@ -115,7 +116,7 @@ def aligned(ops: pl.DataFrame, unaligned: tuple[str, ...]) -> pl.DataFrame:
     return on_clock(ops.filter(~pl.col("run_id").is_in(list(unaligned))))
 
 
-def _clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:
+def clocked_cases(rows: pl.DataFrame, offsets: pl.LazyFrame) -> pl.DataFrame:
     """`detect`'s ``rows`` of the slowdown cases as the replay marks them (``activities.KEY``, ``step``, ``_case``,
     ``_base``), on their run's common clock (``offsets``: each activity's run, rank and clock offset)."""
     out = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "baseline_ns")
@@ -187,16 +188,21 @@ def price_run(result: DetectResult, timeline: Timeline) -> DetectResult:
                                        times=times))
 
 
-def price_stored(result: DetectResult, ops: replay.Stored, waits: pl.DataFrame | None,
-                 mapper: replay.Mapper | None, late: pl.DataFrame | None = None,
-                 breakdown: pl.DataFrame | None = None) -> None:
+def price_stored(result: DetectResult, kept: Kept) -> None:
     """The same for a run labelled a rank at a time (``labelling.by_rank``'s ``then``): its activities stored a
-    file a rank, replayed a window of steps at a time through ``mapper``; ``result`` completed in place
-    (``breakdown``: its steps' ``step_breakdown``, every rank's, for the causes' own times)."""
+    file a rank (``kept``), replayed a window of steps at a time through its mapper; ``result`` completed in
+    place (the causes' own times from its steps' breakdown, every rank's)."""
+    cases = stored_cases(result, [*KEY, "step", "is_slowdown", "baseline_ns"])
+    times = cause_times(kept.breakdown) if kept.breakdown is not None else None
+    _with(result, priced_causes(kept.stored, kept.waits, result.steps, kept.mapper, cases=cases, late=kept.late,
+                                times=times))
+
+
+def stored_cases(result: DetectResult, columns: list[str]) -> pl.DataFrame:
+    """``columns`` of `detect`'s rows of ``result``'s slowdown cases (read from disk where they were stored a rank
+    at a time)."""
     rows = result.rows.lazy() if isinstance(result.rows, pl.DataFrame) else result.rows.scan()
-    cases = rows.filter(pl.col("is_slowdown")).select(*KEY, "step", "is_slowdown", "baseline_ns").collect()
-    times = cause_times(breakdown) if breakdown is not None else None
-    _with(result, priced_causes(ops, waits, result.steps, mapper, cases=cases, late=late, times=times))
+    return rows.filter(pl.col("is_slowdown")).select(columns).collect()
 
 
 def _with(result: DetectResult, found: Priced) -> DetectResult:

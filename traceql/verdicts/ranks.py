@@ -4,22 +4,28 @@ all-reduce times from the arrivals)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import polars as pl
 
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
-from traceql.analyzers.replay.activities import activities
+from traceql.analyzers.collectives import operations
+from traceql.analyzers.replay.activities import KEY, activities, on_clock
 from traceql.analyzers.step_breakdown import STEP_KEY, cause_times, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
+from traceql.labelling.kept import Kept
 from traceql.labelling.late import late_waits
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
-from traceql.verdicts.pricing import clock_note, straggler_cases, unnamed
+from traceql.sources import inputs
+from traceql.sources.shards import shards
+from traceql.verdicts.pricing import aligned, clock_note, clocked_cases, stored_cases, straggler_cases, unnamed
 from traceql.verdicts.replayed import replayed
 
 
@@ -50,13 +56,88 @@ class RanksResult:
                 "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
 
 
+# a run whose trace files hold more is ranked a rank at a time (:func:`ranked_run`): read whole, its timeline and
+# replay outgrow `detect`'s passes (1.9 M kernels in 300 MB of exports: 2.6 GB, where `detect` takes 1.5)
+BY_RANK_BYTES = 64 << 20
+
+
 def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
     """Per (run_id, step): the median over ranks of the step's GPU time, what a straggler's wait is judged by."""
     return steps.group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns"))
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What a verdict says of a run beside its steps: its ranks (``run_id``, ``rank``), the names of the GPUs its
+    kernels ran on, its collectives' operations, its trace files, its runs with communication (``talking``) and
+    with GPU activity (``active``)."""
+
+    ranks: pl.DataFrame
+    gpus: list[str | None]
+    collectives: set[str]
+    paths: list[str]
+    talking: set[str]
+    active: set[str]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one run's steps, stragglers and causes are made of, from its timeline read whole or its activities
+    stored a rank at a time: the step breakdown joined with its labels, the arrivals; what replays it (given the
+    stragglers), finds the launches its GPUs waited for, and the stragglers' cases."""
+
+    steps: pl.DataFrame
+    arrived: pl.DataFrame
+    replay: Callable[[pl.DataFrame], replay.WhatIf]
+    late: Callable[[], pl.DataFrame]
+    held: Callable[[pl.DataFrame], pl.DataFrame]
+
+
+def _with_cases(breakdown: pl.DataFrame, labelled: DetectResult) -> pl.DataFrame:
+    """The steps' breakdown with each step's cases and time lost (``labelled.steps``)."""
+    return (breakdown.join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
+            .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
+
+
 def _one_run(req: Request, paths: list[Path] | None, baseline: Baseline | None) -> RanksResult:
-    return run_steps(*req.label(paths, baseline))
+    return ranked_run(req, paths, baseline).result
+
+
+class Ranked(NamedTuple):
+    """One run ranked (:func:`ranked_run`), what a verdict says of it, and its timeline and labels where it was
+    read whole (else None)."""
+
+    result: RanksResult
+    facts: Facts
+    timeline: Timeline | None = None
+    labelled: DetectResult | None = None
+
+
+def ranked_run(req: Request, paths: list[Path] | None, baseline: Baseline | None, untraced: float | None = None,
+               by_rank: bool | None = None) -> Ranked:
+    """One run of ``req`` (``paths``) labelled and ranked (:func:`run_steps`; ``untraced``: its). A run of
+    several rank files larger than :data:`BY_RANK_BYTES` (or any, ``by_rank``; none, ``by_rank=False``) is
+    labelled a rank at a time and replayed from its stored activities (one rank's timeline in memory at once, as
+    `detect` reads it); the figures are the same."""
+    if by_rank is None:
+        by_rank = sum(f.path.stat().st_size for f in inputs.resolve(list(paths) if paths else None)) > BY_RANK_BYTES
+    parts = shards(paths) if by_rank else None
+    if parts is not None and len(parts) > 1:
+        got: list[tuple[RanksResult, Facts]] = []
+        req.label_by_rank(parts, baseline, then=lambda res, kept: got.append(stored_steps(res, kept, untraced)))
+        if got:  # none where the run has no compute kernel: read whole
+            return Ranked(*got[0])
+    timeline, labelled = req.label(paths, baseline)
+    return Ranked(run_steps(timeline, labelled, untraced), facts_of(timeline), timeline, labelled)
+
+
+def facts_of(timeline: Timeline) -> Facts:
+    """:class:`Facts` of a timeline read whole."""
+    kernels = timeline.kernels
+    return Facts(timeline.ranks.select("run_id", "rank"), list(timeline.gpus),
+                 operations(kernels), timeline.ranks["path"].cast(pl.String).to_list(),
+                 set(kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list()),
+                 set(kernels["run_id"].unique().to_list()))
 
 
 def clocks_disagree(timeline: Timeline) -> list[str]:
@@ -68,18 +149,58 @@ def run_steps(timeline: Timeline, labelled: DetectResult, untraced: float | None
     """One run's steps, stragglers and per-rank breakdown, from its timeline and its labels; the run replayed
     without each cause (its ranking: ``analyzers.causes``), unless its ranks' clocks disagree; ``untraced``:
     its untraced median step over its traced one, where known (the replay's untraced what-ifs)."""
-    steps = (step_breakdown(timeline.kernels, timeline.memops, timeline.steps)
-             .join(labelled.steps.select(*STEP_KEY, "cases", "time_lost_ns"), on=STEP_KEY, how="left")
-             .with_columns(pl.col("cases", "time_lost_ns").fill_null(0)))
     arrived = arrivals(timeline.kernels, timeline.ranks)
+    how = _Inputs(_with_cases(step_breakdown(timeline.kernels, timeline.memops, timeline.steps), labelled), arrived,
+                  lambda named: replayed(timeline, labelled, named, untraced),
+                  lambda: late_waits(activities(timeline.kernels, timeline.memops, timeline.ranks), timeline.nvtx),
+                  lambda named: straggler_cases(labelled.kernels, timeline.ranks, arrived, named))
+    talking = set(timeline.kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
+    return _ranked(how, labelled, timeline.ranks["run_id"].unique(maintain_order=True).to_list(), talking,
+                   replays=not timeline.kernels.is_empty())
+
+
+def stored_steps(labelled: DetectResult, kept: Kept, untraced: float | None = None) -> tuple[RanksResult, Facts]:
+    """:func:`run_steps` of a run labelled a rank at a time (``labelling.by_rank``'s ``then``), from its stored
+    activities (``kept``), and :class:`Facts` of it."""
+    lazy = kept.stored.scan()
+    comm = on_clock(lazy.filter(pl.col("kind") == "comm").select(
+        "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "clock_offset_ns")
+        ).with_columns(pl.col("collective").alias("short_name")).collect()
+    ranks = kept.ranks.with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns"))  # the activities are on_clock
+    arrived = arrivals(comm, ranks)
+    offsets = lazy.select("run_id", "rank", "clock_offset_ns").unique().collect()
+    cases = stored_cases(labelled, ["run_id", "rank", "step", *KEY[2:], "duration_ns", "is_slowdown", "baseline_ns"])
+    assert kept.breakdown is not None  # a run that stored its activities made its breakdown too
+
+    def replayed_stored(named: pl.DataFrame) -> replay.WhatIf:
+        marks = clocked_cases(cases, offsets.lazy()).drop("step")
+        return replay.windowed(kept.stored, waits=kept.waits, stragglers=named.select("run_id", "step", "rank"),
+                               ways=tuple(replay.WAYS), replay_trace=True, mapper=kept.mapper, cases=marks,
+                               prepare=partial(aligned, unaligned=()), untraced=untraced)
+
+    how = _Inputs(_with_cases(kept.breakdown, labelled), arrived, replayed_stored,
+                  lambda: cast(pl.DataFrame, kept.late),  # made wherever the activities were stored
+                  lambda named: straggler_cases(cases, offsets, arrived, named))
+    talking = set(comm["run_id"].unique().to_list())
+    run_ids = kept.ranks["run_id"].unique(maintain_order=True).to_list()
+    active = set(lazy.filter(pl.col("kind").is_in(["compute", "comm"])).select("run_id").unique().collect()
+                 ["run_id"].to_list())
+    facts = Facts(kept.ranks, kept.gpus, kept.collectives, kept.paths, talking, active)
+    return _ranked(how, labelled, run_ids, talking, replays=True), facts
+
+
+def _ranked(how: _Inputs, labelled: DetectResult, run_ids: list[str], talking: set[str],
+            replays: bool) -> RanksResult:
+    """A run's steps, stragglers, causes and stragglers' cases from what they are made of (``how``)."""
+    steps, arrived = how.steps, how.arrived
     notes, unaligned = list(labelled.notes), []
     for run, skew in disagreeing(arrived):
         notes.append(clock_note(run, skew))
         unaligned.append(run)
     named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
     done = None
-    if not timeline.kernels.is_empty() and not unaligned:  # what each cause cost its steps: the replay without it
-        done = replayed(timeline, labelled, named, untraced)
+    if replays and not unaligned:  # what each cause cost its steps: the replay without it
+        done = how.replay(named)
         named = named.join(done.steps.select("run_id", "step", pl.col("replayed_ns").alias("step_ns"),
                                              pl.col("without_straggler_ns").alias("without_ns")),
                            on=["run_id", "step"], how="left")
@@ -90,16 +211,15 @@ def run_steps(timeline: Timeline, labelled: DetectResult, untraced: float | None
         "last_at", "collectives")
     named, cheap = priced(named)
     causes = pl.DataFrame(schema=CAUSES)
+    late = None
     if done is not None:
         notes += _cheap_notes(cheap)
         done = replace(done, steps=unnamed(done.steps, cheap))
-        talking = set(timeline.kernels.filter(pl.col("kind") == "comm")["run_id"].unique().to_list())
-        late = late_waits(activities(timeline.kernels, timeline.memops, timeline.ranks), timeline.nvtx)
+        late = how.late()
         causes = ranking(done.steps, set(done.steps["run_id"].to_list()) - talking, late, cause_times(steps))
-    held = straggler_cases(labelled.kernels, timeline.ranks, arrived, named)
-    modes = {run: labelled.mode for run in timeline.ranks["run_id"].unique(maintain_order=True)}
-    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held,
-                       late if done is not None else None)
+    held = how.held(named)
+    modes = dict.fromkeys(run_ids, labelled.mode)
+    return RanksResult(steps, named, labelled.ranks, modes, notes, unaligned, arrived, done, causes, held, late)
 
 
 def _cheap_notes(cheap: pl.DataFrame) -> list[str]:

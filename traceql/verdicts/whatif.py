@@ -17,7 +17,7 @@ from traceql.labelling.request import Request
 from traceql.verdicts.bounds import serial_as_run
 from traceql.verdicts.intervals import step_bounds
 from traceql.verdicts.measured import RunClass, classify, profiler_of, sentence
-from traceql.verdicts.ranks import run_steps
+from traceql.verdicts.ranks import Facts, RanksResult, ranked_run
 from traceql.verdicts.rebucketing import Rebucketing, rebucketing
 from traceql.verdicts.replayed import RunVerdict, replayed, verdict
 
@@ -50,37 +50,40 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
     split = req.runs()
     caps = [rebucketing(paths, bucket_cap, gradients) for paths in split] if bucket_cap is not None else []
     for i, paths in enumerate(split):
-        timeline, labelled = req.label(paths, baseline)
         found = run_untraced(paths)
-        ranked = run_steps(timeline, labelled, found[1].untraced_ms / found[1].traced_ms if found else None)
+        ranked, facts, timeline, labelled = ranked_run(req, paths, baseline, found[1].untraced_ms /
+                                                       found[1].traced_ms if found else None,
+                                                       by_rank=False if caps else None)
         notes += ranked.notes
-        cls = run_class(timeline, ranked)
-        # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
-        done = ranked.replayed or (replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
-                                   if ranked.unaligned else replayed(timeline, labelled))
+        cls = run_class(facts, ranked)
+        done = ranked.replayed
+        if done is None and timeline is not None and labelled is not None and not ranked.unaligned:
+            done = replayed(timeline, labelled)  # a run without kernels: what it has
+        if done is None:  # a run whose ranks' clocks disagree has no one axis to replay it on: nothing replayed
+            done = replay.WhatIf(pl.DataFrame(schema=replay.STEPS), 0, 0, 0, 0, 0)
         times = cause_times(ranked.steps)
         steps = serial_as_run(done.steps, times)
-        if caps:
+        if caps and timeline is not None:  # a run is read whole where it is re-bucketed
             steps = _rebucketed(timeline, steps, caps[i])
         steps = step_bounds(steps, cls)
         frames.append(steps)
         for key in graph:
             graph[key] += getattr(done, key)
+        run_ids = facts.ranks["run_id"].unique(maintain_order=True).to_list()
         if done.disordered:
-            names = ", ".join(timeline.ranks["run_id"].unique(maintain_order=True).to_list())
-            notes.append(f"{names}: {done.disordered:,} GPU activities began more than "
+            notes.append(f"{', '.join(run_ids)}: {done.disordered:,} GPU activities began more than "
                          f"{DISORDER_NS // 1000} us before the one before them on their stream ended; a stream runs "
                          "in order, so the trace is broken or was edited, and the replay's figures may be wrong")
-        for run_id in timeline.ranks["run_id"].unique(maintain_order=True).to_list():
-            mine = timeline.ranks.filter(pl.col("run_id") == run_id)
-            comm = bool(timeline.kernels.filter((pl.col("run_id") == run_id) & (pl.col("kind") == "comm")).height)
-            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height, comm, cls,
-                                clocks_agree=run_id not in ranked.unaligned, late=ranked.late, times=times))
+        for run_id in run_ids:
+            mine = facts.ranks.filter(pl.col("run_id") == run_id)
+            runs.append(verdict(run_id, steps.filter(pl.col("run_id") == run_id), mine.height,
+                                run_id in facts.talking, cls, clocks_agree=run_id not in ranked.unaligned,
+                                late=ranked.late, times=times))
             if runs[-1].step_ns is not None:  # a figure to bound
                 classes.append(cls)
             if caps and runs[-1].step_ns is not None:
                 runs[-1].lines.append(_cap_line(steps.filter(pl.col("run_id") == run_id), caps[i], runs[-1]))
-            if timeline.kernels.filter(pl.col("run_id") == run_id).is_empty():
+            if run_id not in facts.active:
                 runs[-1].lines = ["no GPU activity to replay (a run on CPU?)"]
     steps = pl.concat(frames) if frames else step_bounds(pl.DataFrame(schema=replay.STEPS), _NONE)
     said = list(dict.fromkeys(s for s in (sentence(c, bool(caps)) for c in classes) if s))
@@ -90,18 +93,11 @@ def what_if(req: Request, *, bucket_cap: float | None = None, gradients: Path | 
 _NONE = RunClass("none", None, "no run")
 
 
-def _collectives(timeline: Any) -> set[str]:
-    """The operations of a timeline's communication kernels (``AllReduce``, ``AllGather`` ...)."""
-    comm = timeline.kernels.filter(pl.col("kind") == "comm")
-    return {str(c).split("/")[0] for c in comm["collective"].drop_nulls().unique().to_list()}
-
-
-def run_class(timeline: Any, ranked: Any) -> RunClass:
+def run_class(facts: Facts, ranked: RanksResult) -> RunClass:
     """What the validation counts a run as (``measured.classify``): its GPUs, how idle they sat (``ranked``:
-    ``ranks.run_steps``), its collectives."""
-    return classify(list(timeline.gpus), idle_share(ranked.steps), _collectives(timeline),
-                    timeline.ranks.select("run_id", "rank").unique().height,
-                    profiler_of(timeline.ranks["path"].cast(pl.String).to_list()))
+    ``ranks.run_steps``), its collectives, its ranks and its profiler (``facts``)."""
+    return classify(list(facts.gpus), idle_share(ranked.steps), facts.collectives,
+                    facts.ranks.select("run_id", "rank").unique().height, profiler_of(facts.paths))
 
 
 def _rebucketed(timeline: Any, steps: pl.DataFrame, cap: Rebucketing) -> pl.DataFrame:
