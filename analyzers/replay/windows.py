@@ -216,10 +216,10 @@ def _threaded(fn: Callable[[Window, Windowed], Any], items: list[Window], job: W
 def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None,
               weights: list[tuple[int, float]] | None = None) -> tuple[pl.DataFrame, list[int]]:
     """Every window of ``cut`` replayed as ``job`` says (its options: ``replay.steps``' keyword arguments but the
-    cases and baselines, which are the activities' ``_case`` and ``_base``), one after another or through
-    ``mapper`` (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order; default: two at a
-    time on threads here, module doc); the steps and the
-    summed counts (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan and
+    cases and baselines, which are the activities' ``_case`` and ``_base``), two at a time on threads here
+    where the windows allow it (module doc), else one after another, or through ``mapper`` (``mapper(fn,
+    windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the summed counts
+    (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan and
     its steps' weight, ``sampling``), the steps carry them."""
     frames, counts = [], [0] * 6
     for i, (frame, got) in enumerate((mapper or _threaded)(window_steps, cut, job)):

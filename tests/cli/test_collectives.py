@@ -161,3 +161,22 @@ def test_top_keeps_the_longest_instances_in_their_order(invoke) -> None:
     shown = [int(line.split()[0]) for line in text.splitlines() if line[:3].strip().isdigit()]
     assert shown == [p["instance"] for p in longest]
     assert f"the 3 of {len(positions)} that took longest (--top 3; --top 0: all)" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("run", [RUNS / "gpt2-4rank-straggler-nsys", RUNS / "gpt2-pair-torch", PAIR],
+                         ids=lambda p: p.name)
+def test_a_large_run_read_a_shard_at_a_time_gives_the_same_collectives(run: Path, monkeypatch) -> None:
+    """A run over ``shards.LARGE_BYTES`` is read a rank at a time (one rank's kernels in memory at once); its
+    relation, totals and notes are those of the run read whole."""
+    from traceql.comms import relation
+    from traceql.sources import shards
+
+    read: list[int] = []
+    real = relation.read_shards
+    monkeypatch.setattr(relation, "read_shards", lambda parts: read.append(len(parts)) or real(parts))
+    whole = collectives(run).to_dict()
+    assert read == []
+    monkeypatch.setattr(shards, "LARGE_BYTES", -1)
+    split = collectives(run).to_dict()
+    assert read == [len(shards.shards(run) or [])] and read[0] >= 2
+    assert split == whole and whole["instances"]

@@ -13,6 +13,7 @@ from tests.paths import DDP_TRACE, PUBLIC, RUNS, corpus
 from traceql.commands.ranks import ranks
 from traceql.commands.whatif import whatif
 from traceql.labelling.request import request
+from traceql.sources import shards
 from traceql.verdicts import ranks as ranked
 
 RUNS_OF_RANKS = [
@@ -31,9 +32,9 @@ def _both(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 @pytest.mark.parametrize("run", RUNS_OF_RANKS)
 def test_a_run_ranked_a_rank_at_a_time_has_the_figures_of_the_run_read_whole(run: Path, monkeypatch) -> None:
-    monkeypatch.setattr(ranked, "BY_RANK_BYTES", 1 << 62)
+    monkeypatch.setattr(shards, "LARGE_BYTES", 1 << 62)
     whole = _both(run)
-    monkeypatch.setattr(ranked, "BY_RANK_BYTES", -1)
+    monkeypatch.setattr(shards, "LARGE_BYTES", -1)
     split = _both(run)
     assert split == whole
     assert whole[1]["steps"] and whole[0]["runs"][0]["verdict"]
@@ -43,11 +44,11 @@ def test_a_run_is_ranked_a_rank_at_a_time_above_the_size(monkeypatch) -> None:
     run = RUNS / "gpt2-4rank-straggler-nsys"
     req = request(run)
     size = sum(p.stat().st_size for p in (run / "traces").iterdir())
-    monkeypatch.setattr(ranked, "BY_RANK_BYTES", size - 1)
+    monkeypatch.setattr(shards, "LARGE_BYTES", size - 1)
     above = ranked.ranked_run(req, req.runs()[0], None)
     assert above.timeline is None and above.labelled is None  # its timeline never read whole
     assert above.facts.ranks.height == 4 and above.facts.collectives == {"AllReduce"}
-    monkeypatch.setattr(ranked, "BY_RANK_BYTES", size)
+    monkeypatch.setattr(shards, "LARGE_BYTES", size)
     at = ranked.ranked_run(req, req.runs()[0], None)
     assert at.timeline is not None and at.labelled is not None
     assert above.result.stragglers.equals(at.result.stragglers) and at.result.stragglers.height >= 1

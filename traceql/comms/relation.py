@@ -17,9 +17,12 @@ from traceql.analyzers.buckets import own_buckets
 from traceql.analyzers.links import Link, link
 from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
+from traceql.model import schema
+from traceql.model.detach import detached_fields
 from traceql.sources import kineto_comms, nsys_comms
 from traceql.sources.buckets import given_by, gradients_of, run_folder
 from traceql.sources.runfolder import read_manifest
+from traceql.sources.shards import Shard, large
 from traceql.trace import Trace, read_trace
 
 COMM_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "short_name", "correlation_id",
@@ -50,10 +53,51 @@ def recorded_link(folder: Path) -> Link | None:
     return Link(f"NVLink, {links} x {each:g} GB/s (nvidia-smi)", float(cast(float, total)))
 
 
+@dataclass(frozen=True)
+class Read:
+    """What the relation is made of, of a run read whole or a shard at a time: its ranks, runs (a row a file) and
+    GPUs, its communication kernels, every kernel's time summed per run (``ns``), what reading it noted."""
+
+    ranks: pl.DataFrame
+    runs: pl.DataFrame
+    gpus: pl.DataFrame
+    comm: pl.DataFrame
+    busy: pl.DataFrame
+    notes: list[str]
+
+
+def read_of(trace: Trace) -> Read:
+    """:class:`Read` of an opened trace."""
+    kernels = trace.relation("kernels", compact=True)
+    comm = kernels.filter(pl.col("kind") == "comm").select(COMM_COLUMNS).cast({"short_name": pl.String})
+    busy = kernels.group_by("run_id").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
+    return Read(trace.ranks, trace.runs, trace.gpus, comm, busy, list(trace.notes))
+
+
+def read_shards(parts: Sequence[Shard]) -> Read:
+    """:class:`Read` of a run a shard at a time (one shard's kernels in memory at once), as the run read whole
+    gives it."""
+    got = []
+    for shard in parts:
+        with read_trace(None, shard=shard) as trace:
+            got.append(detached_fields(read_of(trace)))  # its parts, not its kernels' buffers
+
+    def joined(name: str, frames: list[pl.DataFrame], key: list[str]) -> pl.DataFrame:
+        return pl.concat(frames, how="vertical_relaxed").unique(key, keep="first", maintain_order=True).sort(
+            schema.order(name), maintain_order=True)
+
+    return Read(joined("ranks", [g.ranks for g in got], ["run_id", "rank"]),
+                joined("runs", [g.runs for g in got], ["run_id", "path"]),
+                joined("gpus", [g.gpus for g in got], ["run_id", "device"]),
+                pl.concat([g.comm for g in got]).sort(schema.order("kernels"), maintain_order=True),
+                pl.concat([g.busy for g in got]).group_by("run_id").agg(pl.col("ns").sum()),
+                list(dict.fromkeys(n for g in got for n in g.notes)))
+
+
 Sizes = tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]
 
 
-def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
+def _sizes(trace: Read, given: dict[str, Any]) -> Sizes:
     """What every input of ``trace`` records of its collectives' sizes: by kernel, by call, DDP buckets by run;
     and the links its run folders recorded, by run."""
     ranks, runs = trace.ranks, trace.runs
@@ -88,7 +132,7 @@ def _sizes(trace: Trace, given: dict[str, Any]) -> Sizes:
     return pl.concat(by_kernel), pl.concat(by_call), buckets, recorded
 
 
-def _gpus(trace: Trace, comm: pl.DataFrame) -> dict[str, str | None]:
+def _gpus(trace: Read, comm: pl.DataFrame) -> dict[str, str | None]:
     """Each run's GPU, by name: the one most of its communication kernels ran on."""
     gpus = trace.gpus.select("run_id", "device", "name")
     used = comm.select("run_id", "device").join(gpus, on=["run_id", "device"], how="left")
@@ -99,13 +143,14 @@ def _gpus(trace: Trace, comm: pl.DataFrame) -> dict[str, str | None]:
     return out
 
 
-def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
+def collectives(trace: Trace | Read, gradients: Path | None = None) -> Collectives:
     """The ``collectives`` relation of ``trace`` (``analyzers.collectives``), with a note per run whose
     collectives carry no size (and why), or whose GPU's link is unknown. ``gradients``: a gradients file (the
     model's ``param_bytes`` and ``bucket_cap_mb``, as `whatif --gradients` reads it) whose DDP buckets size the
-    all-reduces of a run that records none."""
-    kernels = trace.relation("kernels", compact=True)
-    comm = kernels.filter(pl.col("kind") == "comm").select(COMM_COLUMNS).cast({"short_name": pl.String})
+    all-reduces of a run that records none; ``trace`` opened, or :class:`Read` of it."""
+    if isinstance(trace, Trace):
+        trace = read_of(trace)
+    comm = trace.comm
     given = given_by(gradients)
     by_kernel, by_call, buckets, recorded = _sizes(trace, given)
     gpus = _gpus(trace, comm)
@@ -143,20 +188,26 @@ def collectives(trace: Trace, gradients: Path | None = None) -> Collectives:
         if links.get(run_id) is None:
             notes.append(f"note: {run_id}: the link of GPU {gpus.get(run_id) or '(unnamed)'} is unknown: "
                          "bandwidth without a share of its peak")
-    busy = kernels.group_by("run_id").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
+    busy = trace.busy
     return Collectives(rows, links, gpus, notes, dict(zip(busy["run_id"].to_list(), busy["ns"].to_list(),
                                                           strict=True)))
 
 
 def read_runs(runs: Sequence[list[Path] | None], gradients: Path | None = None) -> Collectives:
     """The ``collectives`` relation of each run (its inputs; None: the embedded example), each read on its own
-    (its sizes and link are the run's), as one; the notes of reading them too."""
+    (its sizes and link are the run's; a large run of several files a shard at a time: ``shards.large``), as
+    one; the notes of reading them too."""
     found = []
     for run_paths in runs:
-        with read_trace(run_paths) as trace:
-            one = collectives(trace, gradients)
-            one.notes = [*trace.notes, *one.notes]
-            found.append(one)
+        parts = large(run_paths)
+        if parts is not None:
+            read = read_shards(parts)
+        else:
+            with read_trace(run_paths) as trace:
+                read = read_of(trace)
+        one = collectives(read, gradients)
+        one.notes = [*read.notes, *one.notes]
+        found.append(one)
     rows = pl.concat([f.rows for f in found]) if found else pl.DataFrame(schema=coll.COLLECTIVES)
     return Collectives(rows, {k: v for f in found for k, v in f.links.items()},
                        {k: v for f in found for k, v in f.gpus.items()}, [n for f in found for n in f.notes],

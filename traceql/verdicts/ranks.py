@@ -23,8 +23,7 @@ from traceql.labelling.kept import Kept
 from traceql.labelling.late import late_waits
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
-from traceql.sources import inputs
-from traceql.sources.shards import shards
+from traceql.sources.shards import large, shards
 from traceql.verdicts.pricing import aligned, clock_note, clocked_cases, stored_cases, straggler_cases, unnamed
 from traceql.verdicts.replayed import replayed
 
@@ -54,11 +53,6 @@ class RanksResult:
                 "stragglers": self.stragglers.to_dicts(),
                 "unaligned_runs": self.unaligned,
                 "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
-
-
-# a run whose trace files hold more is ranked a rank at a time (:func:`ranked_run`): read whole, its timeline and
-# replay outgrow `detect`'s passes (1.9 M kernels in 300 MB of exports: 2.6 GB, where `detect` takes 1.5)
-BY_RANK_BYTES = 64 << 20
 
 
 def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
@@ -116,12 +110,10 @@ class Ranked(NamedTuple):
 def ranked_run(req: Request, paths: list[Path] | None, baseline: Baseline | None, untraced: float | None = None,
                by_rank: bool | None = None) -> Ranked:
     """One run of ``req`` (``paths``) labelled and ranked (:func:`run_steps`; ``untraced``: its). A run of
-    several rank files larger than :data:`BY_RANK_BYTES` (or any, ``by_rank``; none, ``by_rank=False``) is
+    several rank files larger than ``shards.LARGE_BYTES`` (or any, ``by_rank``; none, ``by_rank=False``) is
     labelled a rank at a time and replayed from its stored activities (one rank's timeline in memory at once, as
     `detect` reads it); the figures are the same."""
-    if by_rank is None:
-        by_rank = sum(f.path.stat().st_size for f in inputs.resolve(list(paths) if paths else None)) > BY_RANK_BYTES
-    parts = shards(paths) if by_rank else None
+    parts = large(paths) if by_rank is None else shards(paths) if by_rank else None
     if parts is not None and len(parts) > 1:
         got: list[tuple[RanksResult, Facts]] = []
         req.label_by_rank(parts, baseline, then=lambda res, kept: got.append(stored_steps(res, kept, untraced)))
