@@ -45,7 +45,6 @@ from traceql.labelling.late import late_waits
 from traceql.labelling.modes import LabelSource, divided
 from traceql.labelling.result import kind_counts
 from traceql.model import schema
-from traceql.model.detach import detached_fields
 from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
@@ -148,7 +147,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     out.isolated_runs = overlap.filter(isolated(overlap))["run_id"].unique().to_list()
     out.compute, out.runs = overlap.height, overlap["run_id"].unique(maintain_order=True).to_list()
     if not out.compute:
-        return detached_fields(out)
+        return out
     if settings.replay:  # what its replay reads, a window of steps at a time (``replay.windowed``)
         replayed = activities(kernels, tl.memops, tl.ranks)  # a window of steps is a slice of it
         out.index = Stored.write(replayed, settings.path(i, "activities.arrow"))
@@ -177,7 +176,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     nulls = pl.repeat(None, overlap.height, dtype=pl.Int32, eager=True)
     overlap.with_columns(nulls.alias(c).scatter(at, places[c]) for c in PLACES).write_ipc(
         settings.path(i, "kernels.arrow"))
-    return detached_fields(out)  # its parts outlive its timeline: none may hold it
+    return out
 
 
 def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
@@ -278,6 +277,5 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
     baseline, reference = kind_counts(rows)
-    return detached_fields(Labelled(rank_parts(rows), step_cases(rows),
-                                    rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
-                                    signature_instances(rows), rows.height, baseline, reference))
+    return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
+                    signature_instances(rows), rows.height, baseline, reference)

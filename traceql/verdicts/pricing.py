@@ -45,10 +45,18 @@ def clock_note(run: str, skew: int) -> str:
             "replay or cause is measured")
 
 
+def clocked_comm(ops: pl.LazyFrame) -> pl.DataFrame:
+    """Every rank's communication activities of ``ops`` (``activities``) on their run's common clock, as
+    ``stragglers.arrivals`` reads them (``short_name``: the collective)."""
+    return on_clock(ops.filter(pl.col("kind") == "comm").select(
+        "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "launch_ns",
+        "clock_offset_ns")).with_columns(pl.col("collective").alias("short_name")).collect()
+
+
 def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[str, int]]]:
-    """The stragglers of ``clocked`` (activities on their run's common clock), unpriced; the arrivals they come
+    """The stragglers of ``clocked`` (:func:`clocked_comm`), unpriced; the arrivals they come
     from; the runs whose ranks' clocks disagree, with their end skew (none named there)."""
-    comm = clocked.filter(pl.col("kind") == "comm").with_columns(pl.col("collective").alias("short_name"))
+    comm = clocked.filter(pl.col("kind") == "comm")
     ranks = clocked.select("run_id", "rank").unique().with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns"))
     arrived = arrivals(comm, ranks)
     skewed = disagreeing(arrived)
@@ -71,9 +79,7 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     launches the GPUs waited for (``labelling.late``), which split the idle cause; ``times``: the causes' own
     time a step (``step_breakdown.cause_times``), where the run's step breakdown was made."""
     lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
-    clocked = on_clock(lazy.filter(pl.col("kind") == "comm").select(
-        "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "launch_ns",
-        "clock_offset_ns")).collect()  # what the stragglers are named by, of every rank's collectives
+    clocked = clocked_comm(lazy)  # what the stragglers are named by, of every rank's collectives
     named, arrived, skewed = named_stragglers(clocked)
     out = Priced(notes=[clock_note(run, skew) for run, skew in skewed])
     talking = set(clocked["run_id"].unique().to_list())

@@ -15,7 +15,7 @@ import polars as pl
 from traceql.analyzers import replay
 from traceql.analyzers.causes import CAUSES, HELD, ranking, step_list
 from traceql.analyzers.collectives import operations
-from traceql.analyzers.replay.activities import KEY, activities, on_clock
+from traceql.analyzers.replay.activities import KEY, activities
 from traceql.analyzers.step_breakdown import STEP_KEY, cause_times, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
 from traceql.labelling.inputs import Baseline, Timeline
@@ -24,7 +24,15 @@ from traceql.labelling.late import late_waits
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
 from traceql.sources.shards import large, shards
-from traceql.verdicts.pricing import aligned, clock_note, clocked_cases, stored_cases, straggler_cases, unnamed
+from traceql.verdicts.pricing import (
+    aligned,
+    clock_note,
+    clocked_cases,
+    clocked_comm,
+    stored_cases,
+    straggler_cases,
+    unnamed,
+)
 from traceql.verdicts.replayed import replayed
 
 
@@ -155,9 +163,7 @@ def stored_steps(labelled: DetectResult, kept: Kept, untraced: float | None = No
     """:func:`run_steps` of a run labelled a rank at a time (``labelling.by_rank``'s ``then``), from its stored
     activities (``kept``), and :class:`Facts` of it."""
     lazy = kept.stored.scan()
-    comm = on_clock(lazy.filter(pl.col("kind") == "comm").select(
-        "run_id", "rank", "step", "step_kind", "kind", "collective", "start_ns", "end_ns", "clock_offset_ns")
-        ).with_columns(pl.col("collective").alias("short_name")).collect()
+    comm = clocked_comm(lazy)
     ranks = kept.ranks.with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns"))  # the activities are on_clock
     arrived = arrivals(comm, ranks)
     offsets = lazy.select("run_id", "rank", "clock_offset_ns").unique().collect()
