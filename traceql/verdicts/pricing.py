@@ -54,9 +54,9 @@ def clocked_comm(ops: pl.LazyFrame) -> pl.DataFrame:
 
 
 def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[tuple[str, int]]]:
-    """The stragglers of ``clocked`` (:func:`clocked_comm`), unpriced; the arrivals they come
-    from; the runs whose ranks' clocks disagree, with their end skew (none named there)."""
-    comm = clocked.filter(pl.col("kind") == "comm")
+    """The stragglers of ``clocked`` (activities on their run's common clock: :func:`clocked_comm`), unpriced; the
+    arrivals they come from; the runs whose ranks' clocks disagree, with their end skew (none named there)."""
+    comm = clocked.filter(pl.col("kind") == "comm").with_columns(pl.col("collective").alias("short_name"))
     ranks = clocked.select("run_id", "rank").unique().with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns"))
     arrived = arrivals(comm, ranks)
     skewed = disagreeing(arrived)
