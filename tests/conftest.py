@@ -20,10 +20,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Tests send Ctrl-C to the commands they start. A shell starts a background job with SIGINT ignored, and
     children inherit that: run that way, every child would ignore the Ctrl-C. Children get it back here.
     The exports' columnar copies go to a folder of the session's (every command and child shares it), never
-    to the user's cache."""
+    to the user's cache; results are not kept but where a test keeps them."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ["TRACEQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="traceql-test-cache-")
+    os.environ["TRACEQL_NO_RESULT_CACHE"] = "1"  # every test computes what it checks (tests/test_result_cache.py)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -156,7 +156,7 @@ def test_cache_info_and_clear(invoke, cache: Path, monkeypatch: pytest.MonkeyPat
     assert text.exit_code == 0 and "2 copies" in text.stdout
     assert all(str(f) in text.stdout for f in DDP_FILE.parent.glob("*"))
     cleared = invoke("cache", "clear")
-    assert cleared.exit_code == 0 and cleared.stdout.startswith("removed 2 copies")
+    assert cleared.exit_code == 0 and cleared.stdout.startswith("removed 2 copies and 0 results")
     assert mirror.entries() == [] and DDP_FILE.is_file()
 
 

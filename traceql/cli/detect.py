@@ -29,7 +29,7 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.render import kernel_cell, print_ranks
-from traceql.cli.say import note, notes
+from traceql.cli.say import kept, note, notes
 from traceql.labelling.options import PAIRED_FACTOR, TOP
 
 
@@ -57,12 +57,14 @@ def detect(
         "--causes/--no-causes", help="replay the run for its causes and critical path (off: faster, lighter)")] = True,
 ) -> None:
     """Name the compute kernels slowed by overlapping communication: per-rank summary, top signatures."""
+    from traceql.commands.cache import answered
     from traceql.commands.detect import detect as run_detect
 
-    with progress_bar("detecting…") as update:
+    with answered() as made, progress_bar("detecting…") as update:
         result = run_detect(files or None, baseline=baseline or None, threshold=threshold, top=top,
                             metrics=metrics or None, hta_compat=hta_compat, single_trace=single_trace, out=out,
                             workers=workers, scheduler=scheduler, progress=update, causes=causes)
+    kept(made, fmt)
     notes(result.notes, fmt)
     if out is not None and fmt is not Format.json:  # in JSON, nothing beside the JSON
         note(f"wrote {result.compute_kernels():,} kernel rows to {out}")

@@ -21,7 +21,7 @@ from traceql.cli.common import (
     table,
 )
 from traceql.cli.render import print_ranks
-from traceql.cli.say import notes
+from traceql.cli.say import kept, notes
 from traceql.labelling.options import PAIRED_FACTOR
 from traceql.model.step_marker import described
 
@@ -37,10 +37,12 @@ def ranks(
     hta_compat: HtaCompatOption = False,
 ) -> None:
     """Per step and rank: where the time went, slowdowns, and the stragglers the other ranks waited for."""
+    from traceql.commands.cache import answered
     from traceql.commands.ranks import ranks as run_ranks
 
-    with progress_bar("reading the ranks…"):
+    with answered() as made, progress_bar("reading the ranks…"):
         result = run_ranks(files or None, baseline=baseline or None, threshold=threshold, hta_compat=hta_compat)
+    kept(made, fmt)
     notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())

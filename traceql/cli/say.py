@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,3 +30,14 @@ def notes(texts: Sequence[str], fmt: Any = None) -> None:
         return
     for text in texts:
         note(text if text.startswith(("note:", "warning:")) else f"note: {text}")
+
+
+
+def kept(made: Sequence[float], fmt: Any = None) -> None:
+    """A note where the command's answer came from the cache (``traceql cache``), with when it was computed
+    (``made``: ``commands.cache.answered``'s): not with ``--format json``, whose output is the same either way."""
+    if getattr(fmt, "value", None) == "json":
+        return
+    for when in dict.fromkeys(time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) for t in made):
+        note(f"note: answered from the cache, as computed on {when} of the same files and options "
+             "(TRACEQL_NO_RESULT_CACHE=1 computes it again)")

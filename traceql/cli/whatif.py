@@ -20,7 +20,7 @@ from traceql.cli.common import (
     progress_bar,
     table,
 )
-from traceql.cli.say import notes
+from traceql.cli.say import kept, notes
 from traceql.labelling.options import PAIRED_FACTOR
 
 
@@ -46,11 +46,13 @@ def whatif(
     the others), no contention (every slowdown case at its baseline), serialized (communication after
     computation, at its speed alone), MB cap (with --bucket-cap: DDP's buckets at that cap). Then the verdict:
     the causes by what they cost a step on the critical path, and what overlap saves."""
+    from traceql.commands.cache import answered
     from traceql.commands.whatif import whatif as run_whatif
 
-    with progress_bar("replaying…"):
+    with answered() as made, progress_bar("replaying…"):
         result = run_whatif(files or None, baseline=baseline or None, threshold=threshold, bucket_cap=bucket_cap,
                             gradients=gradients)
+    kept(made, fmt)
     notes(result.notes, fmt)
     if fmt is Format.json:
         emit_json(result.to_dict())

@@ -1,33 +1,43 @@
-"""`traceql cache info | clear`: the columnar copies of the exports read so far (``sources.mirror``)."""
+"""`traceql cache info | clear`: the columnar copies of the exports read so far (``sources.mirror``) and the
+results commands kept (``labelling.memo``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traceql.labelling import memo
 from traceql.sources import mirror
 
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """Where the copies are, whether commands use them, their bound, and each copy: its folder, bytes, last use
-    (epoch seconds) and the export it was made from (oldest use first)."""
+    """Where the copies are, whether commands use them, their bound, and each copy and each result kept: its
+    folder, bytes, last use (epoch seconds) and what it was made from (an export; a command and its inputs),
+    oldest use first."""
 
     folder: Path
     enabled: bool
     limit: int
     copies: list[tuple[Path, int, float, str]]
+    results: list[tuple[Path, int, float, str]]
+    results_enabled: bool = True
 
     @property
     def total(self) -> int:
-        return sum(c[1] for c in self.copies)
+        return sum(c[1] for c in [*self.copies, *self.results])
 
     def to_dict(self) -> dict[str, Any]:
         return {"folder": str(self.folder), "enabled": self.enabled, "limit_bytes": self.limit,
                 "bytes": self.total,
                 "copies": [{"export": source, "bytes": size, "last_used": used, "folder": str(where)}
-                           for where, size, used, source in self.copies]}
+                           for where, size, used, source in self.copies],
+                "results_enabled": self.results_enabled,
+                "results": [{"of": source, "bytes": size, "last_used": used, "folder": str(where)}
+                            for where, size, used, source in self.results]}
 
 
 def turn_off(off: bool) -> None:
@@ -46,13 +56,35 @@ def info() -> CacheInfo:
     Returns:
         its folder, whether commands use it, its bound and every copy (:class:`CacheInfo`).
     """
-    return CacheInfo(mirror.folder(), mirror.enabled(), mirror.limit(), mirror.entries())
+    found = mirror.entries()
+    results = [e for e in found if e[0].name.startswith(memo.PREFIX)]
+    copies = [e for e in found if not e[0].name.startswith(memo.PREFIX)]
+    return CacheInfo(mirror.folder(), mirror.enabled(), mirror.limit(), copies, results, memo.enabled())
 
 
-def clear() -> tuple[int, int]:
-    """Every copy removed (the exports themselves are never touched).
+def clear() -> tuple[int, int, int]:
+    """Every copy and every result kept removed (the exports themselves are never touched).
 
     Returns:
-        how many copies were removed, and their bytes.
+        how many copies and how many results were removed, and their bytes.
     """
-    return mirror.clear()
+    results = sum(1 for e in mirror.entries() if e[0].name.startswith(memo.PREFIX))
+    n, nbytes = mirror.clear()
+    return n - results, results, nbytes
+
+
+
+@contextmanager
+def answered() -> Iterator[list[float]]:
+    """What is served from the cache while inside.
+
+    Returns:
+        a list that gets, on leaving, when each result served was computed (seconds since the epoch; empty
+        where every answer was computed).
+    """
+    memo.served()  # those served before are not this command's
+    got: list[float] = []
+    try:
+        yield got
+    finally:
+        got.extend(memo.served())

@@ -11,9 +11,10 @@ import polars as pl
 
 from traceql.errors import TraceqlError
 from traceql.export.files import format_for, sink_parquet, write_frame, write_frames
+from traceql.labelling import memo
 from traceql.labelling.inputs import Baseline, read_metrics
 from traceql.labelling.options import PAIRED_FACTOR, TOP
-from traceql.labelling.request import Request, request
+from traceql.labelling.request import Request, listed, request
 from traceql.labelling.result import DetectResult, StoredRows, merge
 from traceql.parallel import Pool, Progress, check, disk_bytes
 from traceql.sources.shards import shards
@@ -93,7 +94,9 @@ def detect(
     (``traceql.labelling.by_rank``: one rank's kernels in memory at once, the ranks spread over the workers);
     its rows are then stored on disk (:class:`StoredRows`) and read when asked for. Each run is replayed for
     its causes and what its cases cost on the critical path (``traceql.verdicts.pricing``), unless ``causes``
-    is off (a large run's replay is most of its time and memory).
+    is off (a large run's replay is most of its time and memory). The result is kept in the cache folder and
+    served to the same call on the same unchanged files (``traceql.labelling.memo``; not with a ``detector``
+    of the caller's; ``TRACEQL_NO_RESULT_CACHE=1`` computes every time).
 
     Args:
         paths: the trace files or folders (none: the embedded example).
@@ -126,13 +129,28 @@ def detect(
     req = request(paths, baseline=baseline, threshold=threshold, single_trace=single_trace, hta_compat=hta_compat,
                   outputs={"--out": out}, also=metrics or ())
     ncu = read_metrics(metrics) if metrics else None
-    how = Labelling(req, req.read_baseline(), top, detector, ncu, causes)
+    options = {"threshold": threshold, "top": top, "hta_compat": hta_compat, "single_trace": single_trace,
+               "causes": causes}
+    kept = memo.key("detect", [*req.inputs(), *listed(metrics)], options) if detector is None else None
+    result = memo.load(kept)
+    if not isinstance(result, DetectResult):
+        result = _labelled(Labelling(req, req.read_baseline(), top, detector, ncu, causes), workers, scheduler,
+                           progress)
+        memo.save(kept, result, f"detect: {_run_name(req.paths)}")
+    if out is not None and out_format is not None:  # one is None only where the other is
+        write_rows(result, Path(out), out_format)
+    return result
+
+
+def _labelled(how: Labelling, workers: int, scheduler: str | None, progress: Progress | None) -> DetectResult:
+    """Every run of ``how.request`` labelled (in ``workers`` processes or on ``scheduler``) and merged."""
+    req, top = how.request, how.top
     runs = req.runs()
     results: list[DetectResult | None] = [None] * len(runs)
     with Pool(workers, scheduler) as pool:
         # a run of several rank files is labelled a rank at a time (its Nsight Compute metrics join the whole run)
         split = {i: parts for i, run in enumerate(runs)
-                 if ncu is None and (parts := shards(run, pool=pool)) and len(parts) > 1}
+                 if how.metrics is None and (parts := shards(run, pool=pool)) and len(parts) > 1}
         whole = [(i, run) for i, run in enumerate(runs) if i not in split]
         for (i, _), res in pool.map(label_run, whole, common=how, name=lambda item: _run_name(item[1]),
                                     progress=progress if not split else None, cost=lambda item: disk_bytes(item[1])):
@@ -140,12 +158,10 @@ def detect(
                 raise res  # the first run that failed, in the order given: the others are cancelled
             results[i] = res
         for i, parts in split.items():
-            results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=detector,
-                                           progress=progress, then=price_stored if causes else None)
+            results[i] = req.label_by_rank(parts, how.baseline, pool=pool, top=top, detector=how.detector,
+                                           progress=progress, then=price_stored if how.causes else None)
     result = merge([r for r in results if r is not None], top=top)
     result.notes = list(dict.fromkeys([*req.notes(), *result.notes]))
-    if out is not None and out_format is not None:  # one is None only where the other is
-        write_rows(result, Path(out), out_format)
     return result
 
 

@@ -32,6 +32,9 @@ def ranks(
         threshold: a case is an overlapped kernel at least this many times its baseline (above 1.0).
         hta_compat: compute the per-rank breakdown as Holistic Trace Analysis 0.5.0 does.
 
+    Each run's steps, stragglers and replay are kept in the cache folder and served to the same call on the
+    same unchanged files (``traceql.labelling.memo``; ``TRACEQL_NO_RESULT_CACHE=1`` computes every time).
+
     Returns:
         Every step of every rank (``steps``), the stragglers and what each cost its step, the causes ranked by
         what they cost a step, the stragglers' own cases (``held``), the per-rank breakdown and notes.

@@ -37,6 +37,9 @@ def whatif(
         gradients: the model's gradient sizes for ``bucket_cap`` (JSON: ``param_bytes``, ``bucket_cap_mb``)
             where the run folder records none.
 
+    Each run's steps, stragglers and replay are kept in the cache folder and served to the same call on the
+    same unchanged files (``traceql.labelling.memo``; ``TRACEQL_NO_RESULT_CACHE=1`` computes every time).
+
     Returns:
         Every normal step of each run, measured, replayed and replayed without each cause, and per run its
         verdict: its causes ranked by what they cost a step.

@@ -163,7 +163,7 @@ def build(con: duckdb.DuckDBPyConnection, alias: str, path: Path, tables: set[st
         except OSError:  # another command's copy came first: it is the same
             if not (final / "manifest.json").is_file():
                 return None
-        _evict(keep=final)
+        evict(keep=final)
         return Entry(final, tuple(kept), meta)
     except OSError:
         return None
@@ -211,7 +211,7 @@ def entries() -> list[tuple[Path, int, float, str]]:
     return sorted(out, key=lambda e: e[2])
 
 
-def _evict(keep: Path) -> None:
+def evict(keep: Path) -> None:
     """The least recently used copies removed until the cache fits its bound, but for those in use."""
     found = entries()
     total = sum(e[1] for e in found)

@@ -18,6 +18,7 @@ from traceql.analyzers.collectives import operations
 from traceql.analyzers.replay.activities import KEY, activities
 from traceql.analyzers.step_breakdown import STEP_KEY, cause_times, step_breakdown
 from traceql.analyzers.stragglers import MIN_COST_SHARE, arrivals, disagreeing, priced, stragglers
+from traceql.labelling import memo
 from traceql.labelling.inputs import Baseline, Timeline
 from traceql.labelling.kept import Kept
 from traceql.labelling.late import late_waits
@@ -121,6 +122,21 @@ def ranked_run(req: Request, paths: list[Path] | None, baseline: Baseline | None
     several rank files larger than ``shards.LARGE_BYTES`` (or any, ``by_rank``; none, ``by_rank=False``) is
     labelled a rank at a time and replayed from its stored activities (one rank's timeline in memory at once, as
     `detect` reads it); the figures are the same."""
+    options = {"threshold": req.threshold, "single_trace": req.single_trace, "hta_compat": req.hta_compat,
+               "untraced": untraced, "by_rank": by_rank}
+    kept = memo.key("ranked", [*(paths or req.traces()), *(req.baseline or [])], options) if by_rank is not False \
+        else None
+    found = memo.load(kept)
+    if isinstance(found, tuple) and len(found) == 2:
+        return Ranked(*found)
+    got = _ranked_run(req, paths, baseline, untraced, by_rank)
+    if got.result.replayed is not None:  # else `whatif` reads its timeline again
+        memo.save(kept, (got.result, got.facts), f"ranks: {', '.join(map(str, paths or req.traces()))}")
+    return got
+
+
+def _ranked_run(req: Request, paths: list[Path] | None, baseline: Baseline | None, untraced: float | None,
+                by_rank: bool | None) -> Ranked:
     parts = large(paths) if by_rank is None else shards(paths) if by_rank else None
     if parts is not None and len(parts) > 1:
         got: list[tuple[RanksResult, Facts]] = []

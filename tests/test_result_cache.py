@@ -1,0 +1,154 @@
+"""What a command computed, kept in the cache (``traceql.labelling.memo``): `detect`, `ranks` and `whatif` answer
+the same from it as computing (JSON and rows, shipped runs of nsys and torch.profiler, stored rows and rows in
+memory); a kept answer is served without labelling again; another option, a rewritten input or the switch off
+computes again; a kept file naming a class outside traceql is refused; results of another traceql go;
+`cache clear` takes the results too."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.paths import DDP_TRACE, ROOT, SINGLE_TRACE
+from traceql.commands import detect as detect_command
+from traceql.commands.cache import clear
+from traceql.commands.detect import detect
+from traceql.labelling import memo
+from traceql.labelling.request import request
+from traceql.sources import mirror
+from traceql.verdicts import ranks as ranks_verdict
+from traceql.verdicts.ranks import rank_steps
+
+RUNS = [DDP_TRACE, SINGLE_TRACE, ROOT / "datasets/runs/gpt2-4rank-straggler-nsys",
+        ROOT / "datasets/runs/fsdp2-pair-torch"]
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache folder of the test's own, results kept."""
+    where = tmp_path / "cache"
+    monkeypatch.setenv(mirror.DIR_ENV, str(where))
+    monkeypatch.delenv(mirror.OFF_ENV, raising=False)
+    monkeypatch.delenv(memo.OFF_ENV, raising=False)
+    return where
+
+
+def _results() -> list[Path]:
+    return sorted(mirror.folder().glob(f"{memo.PREFIX}*"))
+
+
+def _no_labelling(*_args: object, **_kw: object) -> None:
+    raise AssertionError("labelled again: the kept result was not served")
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_each_command_answers_the_same_from_its_kept_result(run: Path, cache: Path, invoke,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    for command in ("detect", "ranks", "whatif"):
+        monkeypatch.setenv(memo.OFF_ENV, "1")
+        computed = invoke(command, run, "--format", "json")
+        assert computed.exit_code == 0, computed.stderr
+        assert not _results()  # off: nothing kept
+        monkeypatch.delenv(memo.OFF_ENV)
+        first, again = invoke(command, run, "--format", "json"), invoke(command, run, "--format", "json")
+        assert json.loads(first.stdout) == json.loads(computed.stdout)
+        assert again.stdout == computed.stdout, command
+        for entry in _results():
+            shutil.rmtree(entry)
+
+
+@pytest.mark.parametrize("run", [DDP_TRACE, SINGLE_TRACE], ids=["rows-stored", "rows-in-memory"])
+def test_a_kept_detect_is_served_rows_and_all(run: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    computed = detect(run)
+    assert len(_results()) == 1
+    monkeypatch.setattr(detect_command, "_labelled", _no_labelling)
+    served = detect(run)
+    assert served.stored == computed.stored and served.kernels.equals(computed.kernels)
+    for name in ("ranks", "top_signatures", "steps", "critical", "causes", "held"):
+        assert getattr(served, name).equals(getattr(computed, name)), name
+    assert (served.notes, served.mode, served.match_rate) == (computed.notes, computed.mode, computed.match_rate)
+    assert clear()[1] == 1  # the stored rows served are the result's own: clearing the cache leaves them
+    assert not _results() and served.kernels.height == computed.compute_kernels()
+    with pytest.raises(AssertionError, match="labelled again"):
+        detect(run)
+
+
+def test_another_option_a_rewritten_input_or_the_switch_off_computes_again(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DDP_TRACE, run)
+    detect(run)
+    monkeypatch.setattr(detect_command, "_labelled", _no_labelling)
+    detect(run)  # served
+    for again in (lambda: detect(run, threshold=1.5), lambda: detect(run, top=3)):
+        with pytest.raises(AssertionError, match="labelled again"):
+            again()
+    with monkeypatch.context() as steps:  # `--steps-from`, a setting that changes the figures
+        steps.setenv("TRACEQL_STEPS_FROM", r"step_\d+")
+        with pytest.raises(AssertionError, match="labelled again"):
+            detect(run)
+    monkeypatch.setenv("TRACEQL_SCRATCH", str(tmp_path))  # where, not what: served
+    detect(run)
+    export = next((run / "traces").glob("*rank1.sqlite"))
+    stat = export.stat()
+    os.utime(export, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten, same bytes
+    with pytest.raises(AssertionError, match="labelled again"):
+        detect(run)
+    monkeypatch.setenv(mirror.OFF_ENV, "1")
+    with pytest.raises(AssertionError, match="labelled again"):
+        detect(DDP_TRACE)
+
+
+def test_ranks_and_whatif_serve_their_replay_kept(cache: Path, invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, real = invoke("ranks", DDP_TRACE, "--format", "json"), ranks_verdict._ranked_run
+    monkeypatch.setattr(ranks_verdict, "_ranked_run", _no_labelling)
+    assert invoke("ranks", DDP_TRACE, "--format", "json").stdout == first.stdout
+    with pytest.raises(AssertionError, match="labelled again"):
+        rank_steps(request(DDP_TRACE, threshold=1.5))
+    monkeypatch.setattr(ranks_verdict, "_ranked_run", real)
+    invoke("whatif", DDP_TRACE)  # its own replay (its untraced steps' share), kept on its own
+    assert len(_results()) == 2
+
+
+def test_a_kept_file_naming_another_class_is_refused(cache: Path, tmp_path: Path) -> None:
+    key = memo.key("detect", [DDP_TRACE], {"x": 1})
+    memo.save(key, {"frame": pl.DataFrame({"a": [1, 2]})}, "test")
+    assert memo.load(key)["frame"]["a"].to_list() == [1, 2]
+    where = mirror.folder() / f"{memo.PREFIX}{key}" / "result.pickle"
+    where.write_bytes(pickle.dumps(os.system))  # a function of the system: never called, never made
+    assert memo.load(key) is None
+    where.write_bytes(pickle.dumps(tmp_path.parent))  # a path: a class it may make
+    assert memo.load(key) == tmp_path.parent
+
+
+def test_results_of_another_traceql_go_when_one_is_kept(cache: Path) -> None:
+    memo.save(memo.key("detect", [DDP_TRACE], {"x": 1}), 1, "test")
+    (old,) = _results()
+    manifest = json.loads((old / "manifest.json").read_text())
+    (old / "manifest.json").write_text(json.dumps({**manifest, "code": "another"}))
+    memo.save(memo.key("detect", [DDP_TRACE], {"x": 2}), 2, "test")
+    assert len(_results()) == 1 and not old.exists()
+
+
+def test_cache_info_lists_the_results(cache: Path, invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = invoke("detect", SINGLE_TRACE)
+    again = invoke("detect", SINGLE_TRACE)  # says where its answer came from, then the same
+    assert "answered from the cache" not in first.stdout and again.stderr == ""
+    said, rest = again.stdout.split("computes it again)\n", 1)
+    assert said.startswith("note: answered from the cache, as computed on") and rest == first.stdout
+    assert "answered from the cache" not in invoke("detect", SINGLE_TRACE, "--format", "json").stdout
+    data = json.loads(invoke("cache", "info", "--format", "json").stdout)
+    assert [r["of"] for r in data["results"]] == [f"detect: {SINGLE_TRACE}"] and len(data["copies"]) == 1
+    assert data["bytes"] == sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    monkeypatch.setenv("COLUMNS", "400")
+    text = invoke("cache", "info").stdout
+    assert "1 copy, 1 result," in text and f"detect: {SINGLE_TRACE}" in text
+    monkeypatch.setenv(memo.OFF_ENV, "1")
+    assert "results off (TRACEQL_NO_RESULT_CACHE)" in invoke("cache", "info").stdout
+    assert invoke("cache", "clear").stdout.startswith("removed 1 copy and 1 result")

@@ -1,0 +1,236 @@
+"""What a command computed of a run, kept in the cache beside the exports' copies (``sources.mirror``), so that
+the same command on the same files with the same options answers at once.
+
+An entry is found by a key (:func:`key`) made of what was computed, the options, the identity of every input
+file as it is now (its size, modification time and a hash of its first and last bytes: ``mirror.identity``),
+the ``TRACEQL_*`` settings, the versions of the libraries the figures come from and a hash of traceql's own
+code: a file rewritten, another traceql or another option is a miss, never a stale answer.
+
+    got = load(k)                          # None: not computed yet (or the cache is off)
+    if got is None:
+        got = compute(); save(k, got, "detect: run.sqlite")
+
+An entry is a folder like a copy's (a manifest, so that ``cache info``, ``clear`` and the eviction count it):
+its frames as zstd Arrow files, labelled rows stored a rank at a time (``StoredRows``) as their parquet files,
+the rest pickled. It is written into a temporary folder and renamed into place; read back, only the classes of
+traceql, its analyzers, polars and Python's containers are made (a pickle names what it builds). ``--no-cache``
+or ``TRACEQL_NO_CACHE=1`` turns it off with the copies; ``TRACEQL_NO_RESULT_CACHE=1`` alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import pickle
+import shutil
+import tempfile
+import time
+from collections import deque
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceql.labelling.result import StoredRows
+from traceql.sources import mirror
+
+OFF_ENV = "TRACEQL_NO_RESULT_CACHE"
+PREFIX = "result-"  # an entry's folder: PREFIX + its key (a copy's is the export's identity alone)
+# settings that change where or whether things are kept, not what is computed
+_NOT_KEYED = {mirror.DIR_ENV, mirror.OFF_ENV, mirror.LIMIT_ENV, OFF_ENV, "TRACEQL_SCRATCH", "TRACEQL_DEBUG"}
+_LIBRARIES = ("polars", "duckdb", "numpy", "scikit-learn", "pyarrow")
+_MODULES = ("traceql.", "analyzers.", "collectors.", "polars.", "pathlib", "collections", "datetime")
+_BUILTINS = {"set", "frozenset", "list", "dict", "tuple", "slice", "complex", "range", "bytearray", "object"}
+
+
+_served: deque[float] = deque(maxlen=64)  # when the results this process was served were computed (epoch s)
+
+
+def served() -> list[float]:
+    """When each result this process was served since the last call was computed (epoch seconds)."""
+    out = list(_served)
+    _served.clear()
+    return out
+
+
+def enabled() -> bool:
+    """Whether results are kept and served (off with the copies, or alone with ``TRACEQL_NO_RESULT_CACHE``)."""
+    return mirror.enabled() and os.environ.get(OFF_ENV, "").strip().lower() in ("", "0", "false", "no")
+
+
+@functools.cache
+def code() -> str:
+    """A hash of traceql's code and data files and of the versions of the libraries its figures come from."""
+    digest = hashlib.sha256()
+    for name in _LIBRARIES:
+        try:
+            digest.update(f"{name}={metadata.version(name)};".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{name}=;".encode())
+    for package in ("traceql", "analyzers", "collectors"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            continue
+        root = Path(spec.origin).parent
+        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _files(path: Path) -> list[Path]:
+    """The files of an input: itself, or every file under a folder."""
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+
+
+def key(what: str, files: list[Path], options: dict[str, Any]) -> str | None:
+    """The key of ``what`` computed of ``files`` (traces, folders, baselines, metrics) with ``options`` (plain
+    values); None where results are not kept or an input cannot be read (the command then says why)."""
+    if not enabled():
+        return None
+    try:
+        found = [[str(f), mirror.identity(f)] for path in files for f in _files(path)]
+    except OSError:
+        return None
+    settings = {k: v for k, v in os.environ.items() if k.startswith("TRACEQL_") and k not in _NOT_KEYED}
+    text = json.dumps({"what": what, "files": found, "options": options, "settings": settings, "code": code()},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+class _Saver(pickle.Pickler):
+    """Frames into Arrow files of the entry's folder, stored rows' files linked into it, the rest pickled."""
+
+    def __init__(self, fh: io.BufferedWriter, where: Path) -> None:
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self.where, self.n = where, 0
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, pl.Series):
+            obj = pl.DataFrame([obj])
+            return ("series", self._frame(obj))
+        if isinstance(obj, pl.DataFrame):
+            return ("frame", self._frame(obj))
+        if isinstance(obj, StoredRows):
+            names = []
+            for path in obj.files:
+                names.append(f"rows-{self._next()}.parquet")
+                _link(path, self.where / names[-1])
+            fields = (obj.compute_kernels, obj.cases, obj.baseline_kinds, obj.reference_kinds, obj.renames)
+            return ("rows", tuple(names), fields)
+        return None
+
+    def _next(self) -> int:
+        self.n += 1
+        return self.n
+
+    def _frame(self, frame: pl.DataFrame) -> str:
+        name = f"frame-{self._next()}.arrow"
+        frame.write_ipc(self.where / name, compression="zstd")
+        return name
+
+
+class _Loader(pickle.Unpickler):
+    """An entry read back: its frames and rows from its folder, and only the classes of :data:`_MODULES`."""
+
+    def __init__(self, fh: io.BufferedReader, where: Path) -> None:
+        super().__init__(fh)
+        self.where = where
+        self.holder: tempfile.TemporaryDirectory[str] | None = None  # made for the first rows read
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind, name, *more = pid
+        if kind == "frame":
+            return pl.read_ipc(self.where / name)
+        if kind == "series":
+            return pl.read_ipc(self.where / name).to_series()
+        if kind == "rows":  # linked into a folder of the result's own: a later eviction leaves them to it
+            self.holder = self.holder or tempfile.TemporaryDirectory(prefix="traceql-rows-")
+            files = []
+            for part in name:
+                files.append(Path(self.holder.name) / part)
+                _link(self.where / part, files[-1])
+            n, cases, baseline, reference, renames = more[0]
+            return StoredRows(tuple(files), n, cases, baseline, reference, renames, holder=self.holder)
+        raise pickle.UnpicklingError(f"unknown part {kind!r}")
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _BUILTINS or module.startswith(_MODULES) or module in _MODULES:
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not made from a kept result")
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def load(k: str | None) -> Any:
+    """The result kept under ``k``, None where there is none (or it cannot be read); a result found is marked
+    used (the eviction's order)."""
+    if k is None or not enabled():
+        return None
+    where = mirror.folder() / f"{PREFIX}{k}"
+    loader = None
+    try:
+        manifest = where / "manifest.json"
+        made = float(json.loads(manifest.read_text()).get("made", 0))
+        os.utime(manifest)
+        with (where / "result.pickle").open("rb") as fh:
+            loader = _Loader(fh, where)
+            got = loader.load()
+        _served.append(made)
+        return got
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
+            pl.exceptions.PolarsError):
+        if loader is not None and loader.holder is not None:
+            loader.holder.cleanup()
+        return None
+
+
+def _stale(root: Path) -> None:
+    """The results of another traceql (or other libraries) removed: none of them can be served again."""
+    for manifest in root.glob(f"{PREFIX}*/manifest.json"):
+        try:
+            if json.loads(manifest.read_text()).get("code") != code():
+                shutil.rmtree(manifest.parent, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
+
+
+def save(k: str | None, result: Any, source: str) -> None:
+    """``result`` kept under ``k`` (``source``: what ``cache info`` says it is); nothing where the cache is off
+    or cannot be written, or another command kept it first."""
+    if k is None or not enabled():
+        return
+    try:
+        root = mirror.folder()
+        root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{k}-", dir=root))
+    except OSError:
+        return
+    try:
+        with (work / "result.pickle").open("wb") as fh:
+            _Saver(fh, work).dump(result)
+        (work / "manifest.json").write_text(json.dumps({"source": source, "tables": [], "meta": {},
+                                                               "code": code(), "made": time.time()}))
+        final = root / f"{PREFIX}{k}"
+        try:
+            os.rename(work, final)
+        except OSError:  # another command's came first: the same
+            return
+        _stale(root)
+        mirror.evict(keep=final)
+    except (OSError, pickle.PicklingError, pl.exceptions.PolarsError):
+        return
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
