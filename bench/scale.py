@@ -7,6 +7,7 @@ with a bare scan of the same kernel tables.
     python bench/scale.py --ranks 0 --sizes --kineto-copies 13 39 --hta PY --whatif   # Kineto alone, 2 sizes
     python bench/scale.py --ranks 0 --sizes 0.5 1 --whatif   # `whatif` beside `detect` on the same run
     python bench/scale.py --sizes 0.1 1 1.9 --cache-only --kineto-copies   # first and later commands
+    python bench/scale.py --ranks 0 --cache-only --kineto-copies --nsys-ai nsys-ai   # + nsys-ai, 1.9 M
 
 The shipped traces (``datasets/``) are repeated with time shifts (``bench/scaled.py``) into a temp folder:
 the two-rank GPT-2 DDP run (single-trace labels: ``detector``) and its isolated run (``baseline``), the run
@@ -116,6 +117,7 @@ def warm(paths: list[Path]) -> None:
 
 TRACEQL = [sys.executable, "-m", "traceql"]
 CACHE_ONLY = "--cache-only" in sys.argv  # the cold / warm / --no-cache rows alone
+NSYS_AI: str | None = None  # nsys-ai's command, where given (``--nsys-ai``)
 
 
 def row(name: str, wall: float, peak: float, bare: tuple[float, float] | None = None) -> None:
@@ -155,6 +157,52 @@ def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
     print(f"{'  the cache':32s} {sum(p.stat().st_size for p in cache.rglob('*') if p.is_file()) / 2**20:8.1f} MiB")
 
 
+NSYS_AI_SKILLS = ("overlap_breakdown", "nccl_breakdown")  # its views of what `detect` answers
+
+
+def settle(limit_s: float = 300) -> None:
+    """Wait until no nsys-ai process is left (it builds its cache in processes of its own, which outlive the
+    command that started them: the next command would find half a cache)."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        busy = False
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                busy = busy or b"nsys-ai" in cmdline.read_bytes() or b"nsys_ai" in cmdline.read_bytes()
+            except OSError:
+                continue
+        if not busy:
+            return
+        time.sleep(0.5)
+
+
+def nsys_ai_rows(exe: str | None, export: Path) -> None:
+    """nsys-ai (``exe``: its command) on one export (it reads one, one GPU): its diagnosis with no Parquet cache
+    of its own (``cold``: it builds it, beside the export), then with it, and its overlap and NCCL views; each
+    time over the bare scans of that export alone."""
+    if not exe:
+        return
+    print(f"nsys-ai on {export.name} alone", flush=True)
+    bare = scans([export])
+    built = export.with_name(export.stem + ".nsys-cache")
+    settle()
+    shutil.rmtree(built, ignore_errors=True)
+    built.with_name(built.name + ".build.lock").unlink(missing_ok=True)
+    runs = [("nsys-ai diagnose, cold", ["diagnose", str(export), "--format", "json"]),
+            ("nsys-ai diagnose, warm", ["diagnose", str(export), "--format", "json"]),
+            *((f"nsys-ai {s}, warm", ["skill", "run", s, str(export), "--format", "json"]) for s in NSYS_AI_SKILLS)]
+    try:
+        for name, cmd in runs:
+            try:
+                row(name, *measure([exe, *cmd]), bare)
+            except SystemExit as failed:  # its failure said, the bench goes on
+                print(f"{name:32s} failed: {' '.join(str(failed.code).split())[-300:]}", flush=True)
+            settle()
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
+        built.with_name(built.name + ".build.lock").unlink(missing_ok=True)
+
+
 def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> None:
     per_copy = kernels_per_copy(RUNS["detector"][0])
     copies = max(1, round(millions * 1e6 / per_copy))
@@ -172,6 +220,7 @@ def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> No
     warm([p for files, iso in runs.values() for p in [*files, *(iso or [])]])
     bare = scans(main)
     cache_rows([str(main[0].parent)], bare, tmp / "cache")
+    nsys_ai_rows(NSYS_AI, main[0])
     if CACHE_ONLY:
         return
     row("traceql info", *measure([*TRACEQL, "info", str(main[0].parent)]), bare)
@@ -206,6 +255,7 @@ def ranks(count: int, millions: float, tmp: Path) -> None:
     warm(base)
     bare = scans(run)
     cache_rows([str(folder)], bare, tmp / "cache")
+    nsys_ai_rows(NSYS_AI, base[0])
     if CACHE_ONLY:
         return
     row("traceql info", *measure([*TRACEQL, "info", str(folder)]), bare)
@@ -250,10 +300,13 @@ def main() -> None:
     ap.add_argument("--kineto-copies", type=int, nargs="*", default=[13],
                     help="repeats of the Kineto run, one sitting each (none or 0: skip; 13: 2 x 112 MiB)")
     ap.add_argument("--hta", help="a Python interpreter with holistictraceanalysis 0.5.0 installed")
+    ap.add_argument("--nsys-ai", help="nsys-ai's command (pip install nsys-ai): its diagnosis and views beside")
     ap.add_argument("--keep", type=Path, help="build (and reuse) the traces in this folder")
     ap.add_argument("--whatif", action="store_true", help="also `traceql whatif` of the detector's run, x detect")
     ap.add_argument("--cache-only", action="store_true", help="only the cold, warm and --no-cache rows")
     args = ap.parse_args()
+    global NSYS_AI
+    NSYS_AI = args.nsys_ai
     tmp = Path(tempfile.mkdtemp(prefix="traceql-scale-")) if args.keep is None else args.keep
     os.environ["TRACEQL_CACHE_DIR"] = str(tmp / "cache")  # the bench's own: cold and warm are its to set
     os.environ["TRACEQL_NO_RESULT_CACHE"] = "1"  # every command computes, but the rows that say "kept"

@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -152,3 +153,13 @@ def test_cache_info_lists_the_results(cache: Path, invoke, monkeypatch: pytest.M
     monkeypatch.setenv(memo.OFF_ENV, "1")
     assert "results off (TRACEQL_NO_RESULT_CACHE)" in invoke("cache", "info").stdout
     assert invoke("cache", "clear").stdout.startswith("removed 1 copy and 1 result")
+
+
+def test_commands_keeping_one_result_at_once_keep_it_once(cache: Path) -> None:
+    key = memo.key("detect", [DDP_TRACE], {"x": 3})
+    frame = pl.DataFrame({"a": list(range(100_000))})
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: memo.save(key, {"frame": frame, "i": i}, "race"), range(8)))
+    assert len(_results()) == 1 and not list(cache.glob(".*"))  # one in place, no folder left half-written
+    got = memo.load(key)
+    assert got["frame"].equals(frame) and got["i"] in range(8)
