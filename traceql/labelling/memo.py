@@ -94,7 +94,8 @@ def key(what: str, files: list[Path], options: dict[str, Any]) -> str | None:
     if not enabled():
         return None
     try:
-        found = [[str(f), mirror.identity(f)] for path in files for f in _files(path)]
+        # as given and where that is (what a result may print of it), and what it holds now
+        found = [[str(f), str(f.absolute()), mirror.identity(f)] for path in files for f in _files(path)]
     except OSError:
         return None
     settings = {k: v for k, v in os.environ.items() if k.startswith("TRACEQL_") and k not in _NOT_KEYED}
