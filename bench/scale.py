@@ -31,15 +31,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from nsysai import nsys_ai_rows
 from scaled import kineto_period, link_ranks, run_period, scale_kineto, scale_nsys
+from timing import ROOT, header, measure, row, scans
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets"
 RUNS = {  # label source → (rank files of one run, isolated run files or None)
     "detector": (sorted((DATA / "default/gpt2-nsys/traces").glob("*.sqlite")), None),
@@ -48,39 +48,12 @@ RUNS = {  # label source → (rank files of one run, isolated run files or None)
     "inrun": (sorted((DATA / "inrun/gpt2-inrun-nsys/traces").glob("*.sqlite")), None),
 }
 KINETO = sorted((DATA / "runs/gpt2-torch/traces").glob("*.json.gz"))
-BARE = """
-import sys
-from traceql.model import engine
-con = engine.connect()
-for i, path in enumerate(sys.argv[2:]):
-    con.execute(f"ATTACH {engine.sql_literal(path)} AS f{i} (TYPE SQLITE, READ_ONLY)")
-    con.execute(f"SELECT {sys.argv[1]} FROM f{i}.CUPTI_ACTIVITY_KIND_KERNEL").fetch_arrow_table()
-"""
-# the kernel columns `detect` reads (traceql/sources/nsys_kernels.py)
-COLUMNS = ", ".join(["globalPid", "deviceId", "streamId", "start", '"end"', "shortName", "demangledName",
-                     "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-                     "staticSharedMemory", "dynamicSharedMemory", "correlationId"])
 HTA = """
 import logging, sys, warnings
 warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
 TraceAnalysis(trace_dir=sys.argv[1]).get_comm_comp_overlap(visualize=False)
 """
-
-
-def measure(cmd: list[str], kept: bool = False) -> tuple[float, float]:
-    """Run ``cmd`` in a fresh process (``kept``: results kept and served, else computed): its wall seconds and
-    peak resident memory (MiB); exit if it fails."""
-    env = {k: v for k, v in os.environ.items() if k != "TRACEQL_NO_RESULT_CACHE" or not kept}
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
-            err.seek(0)
-            sys.exit(f"failed: {' '.join(cmd)}\n{err.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
 
 
 def kernels_per_copy(files: list[Path]) -> int:
@@ -120,26 +93,6 @@ CACHE_ONLY = "--cache-only" in sys.argv  # the cold / warm / --no-cache rows alo
 NSYS_AI: str | None = None  # nsys-ai's command, where given (``--nsys-ai``)
 
 
-def row(name: str, wall: float, peak: float, bare: tuple[float, float] | None = None) -> None:
-    ratios = f"{wall / bare[0]:8.2f}x {wall / bare[1]:8.2f}x" if bare else ""
-    print(f"{name:32s} {wall:8.2f} {peak:9.0f} {ratios}", flush=True)
-
-
-def header(title: str) -> None:
-    print(f"\n{title}", flush=True)
-    print(f"{'':32s} {'wall s':>8s} {'peak MiB':>9s} {'x all':>9s} {'x cols':>9s}")
-
-
-def scans(files: list[Path]) -> tuple[float, float]:
-    """The two bare scans of the kernel tables of ``files`` (the better of two runs each), printed."""
-    out = []
-    for name, columns in (("every column", "*"), ("the columns detect reads", COLUMNS)):
-        wall, peak = min(measure([sys.executable, "-c", BARE, columns, *map(str, files)]) for _ in range(2))
-        row(f"scan: {name}", wall, peak)
-        out.append(wall)
-    return out[0], out[1]
-
-
 def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
     """The cache (``traceql cache``): the first `detect` (no copy yet: it makes them and keeps its result), the
     same again (its result served), then each reading command computing with the copies there (``warm``), the
@@ -155,52 +108,6 @@ def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
     row("ranks, again (its replay kept)", *measure([*TRACEQL, "ranks", *args], kept=True), bare)
     row("detect --no-cache", *measure([*TRACEQL, "--no-cache", "detect", *args]), bare)
     print(f"{'  the cache':32s} {sum(p.stat().st_size for p in cache.rglob('*') if p.is_file()) / 2**20:8.1f} MiB")
-
-
-NSYS_AI_SKILLS = ("overlap_breakdown", "nccl_breakdown")  # its views of what `detect` answers
-
-
-def settle(limit_s: float = 300) -> None:
-    """Wait until no nsys-ai process is left (it builds its cache in processes of its own, which outlive the
-    command that started them: the next command would find half a cache)."""
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        busy = False
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                busy = busy or b"nsys-ai" in cmdline.read_bytes() or b"nsys_ai" in cmdline.read_bytes()
-            except OSError:
-                continue
-        if not busy:
-            return
-        time.sleep(0.5)
-
-
-def nsys_ai_rows(exe: str | None, export: Path) -> None:
-    """nsys-ai (``exe``: its command) on one export (it reads one, one GPU): its diagnosis with no Parquet cache
-    of its own (``cold``: it builds it, beside the export), then with it, and its overlap and NCCL views; each
-    time over the bare scans of that export alone."""
-    if not exe:
-        return
-    print(f"nsys-ai on {export.name} alone", flush=True)
-    bare = scans([export])
-    built = export.with_name(export.stem + ".nsys-cache")
-    settle()
-    shutil.rmtree(built, ignore_errors=True)
-    built.with_name(built.name + ".build.lock").unlink(missing_ok=True)
-    runs = [("nsys-ai diagnose, cold", ["diagnose", str(export), "--format", "json"]),
-            ("nsys-ai diagnose, warm", ["diagnose", str(export), "--format", "json"]),
-            *((f"nsys-ai {s}, warm", ["skill", "run", s, str(export), "--format", "json"]) for s in NSYS_AI_SKILLS)]
-    try:
-        for name, cmd in runs:
-            try:
-                row(name, *measure([exe, *cmd]), bare)
-            except SystemExit as failed:  # its failure said, the bench goes on
-                print(f"{name:32s} failed: {' '.join(str(failed.code).split())[-300:]}", flush=True)
-            settle()
-    finally:
-        shutil.rmtree(built, ignore_errors=True)
-        built.with_name(built.name + ".build.lock").unlink(missing_ok=True)
 
 
 def nsys_size(millions: float, tmp: Path, one: bool, whatif: bool = False) -> None:
