@@ -42,6 +42,10 @@ MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler
 BUCKET = "_bucket"
 BATCH_ROWS = 65_536  # the record batches a stored file is written in (a window reads those of its slice)
 BEFORE_ALL = -(2**31)  # the bucket of what came before a rank's first step
+# stored dictionary-encoded, read back as text: every kernel's collective column holds its short name, and as
+# text a scan of every rank's files for their communication holds each row's name before the filter drops it
+# (459 of 547 MB at 32 ranks; 39 MB encoded)
+ENCODED = ("collective",)
 
 
 def with_buckets(ops: pl.DataFrame) -> pl.DataFrame:
@@ -100,7 +104,8 @@ class Stored:
         """``ops`` (of one file) :func:`bucketed` into ``path``, in record batches of :data:`BATCH_ROWS`; the
         file's index (:meth:`of`)."""
         ops = bucketed(ops)
-        ops.write_ipc(path, record_batch_size=BATCH_ROWS)
+        ops.with_columns(pl.col(c).cast(pl.Categorical) for c in ENCODED if c in ops.columns).write_ipc(
+            path, record_batch_size=BATCH_ROWS)
         return Stored.of(ops)
 
     @staticmethod
@@ -113,7 +118,9 @@ class Stored:
         return ops[BUCKET].to_numpy()[at].astype(np.int64), at.astype(np.int64), ops.height
 
     def scan(self) -> pl.LazyFrame:
-        return pl.scan_ipc(list(self.files))
+        """Every file's activities, as they were written (a filter on another column goes before the text is
+        made: :data:`ENCODED`)."""
+        return _decoded(pl.scan_ipc(list(self.files)))
 
     def window(self, w: Window) -> pl.DataFrame:
         """The activities ``w`` holds: a slice of each file."""
@@ -121,14 +128,19 @@ class Stored:
         parts = []
         for path, (buckets, rows, n) in zip(self.files, self.index, strict=True):
             if n < 0:
-                parts.append(pl.scan_ipc(path).filter(w.holds()).collect())
+                parts.append(_decoded(pl.scan_ipc(path).filter(w.holds())).collect())
                 continue
             a, b = np.searchsorted(buckets, lo), np.searchsorted(buckets, hi, side="right")
             start, end = (rows[a] if a < len(rows) else n), (rows[b] if b < len(rows) else n)
             if end > start:  # the record batches of the slice alone are read (:data:`BATCH_ROWS`)
                 part = pl.scan_ipc(path).slice(int(start), int(end - start))
-                parts.append(part.filter(pl.col("run_id") == w.run_id).collect())
+                parts.append(_decoded(part.filter(pl.col("run_id") == w.run_id)).collect())
         return pl.concat(parts) if parts else self.scan().clear().collect()
+
+
+def _decoded(ops: pl.LazyFrame) -> pl.LazyFrame:
+    names = ops.collect_schema().names()
+    return ops.with_columns(pl.col(c).cast(pl.String) for c in ENCODED if c in names)
 
 
 def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = None) -> list[Window]:
