@@ -213,24 +213,16 @@ def save(k: str | None, result: Any, source: str) -> None:
     or cannot be written, or another command kept it first."""
     if k is None or not enabled():
         return
-    try:
-        root = mirror.folder()
-        root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{k}-", dir=root))
-    except OSError:
+    work = mirror.workspace(f"{PREFIX}{k}")
+    if work is None:
         return
     try:
         with (work / "result.pickle").open("wb") as fh:
             _Saver(fh, work).dump(result)
         (work / "manifest.json").write_text(json.dumps({"source": source, "tables": [], "meta": {},
                                                                "code": code(), "made": time.time()}))
-        final = root / f"{PREFIX}{k}"
-        try:
-            os.rename(work, final)
-        except OSError:  # another command's came first: the same
-            return
-        _stale(root)
-        mirror.evict(keep=final)
+        _stale(mirror.folder())
+        mirror.publish(work, f"{PREFIX}{k}")
     except (OSError, pickle.PicklingError, pl.exceptions.PolarsError):
         return
     finally:

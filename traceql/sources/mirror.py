@@ -141,10 +141,10 @@ def build(con: duckdb.DuckDBPyConnection, alias: str, path: Path, tables: set[st
 
     try:
         before = identity(path)
-        root = folder()
-        root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{before}-", dir=root))
     except OSError:
+        return None
+    work = workspace(before)
+    if work is None:
         return None
     try:
         kept = [t for t in TABLES if t in tables]
@@ -157,14 +157,8 @@ def build(con: duckdb.DuckDBPyConnection, alias: str, path: Path, tables: set[st
         (work / "manifest.json").write_text(json.dumps({"source": str(path), "tables": kept, "meta": meta}))
         if identity(path) != before:  # written to while it was copied
             return None
-        final = root / before
-        try:
-            os.rename(work, final)
-        except OSError:  # another command's copy came first: it is the same
-            if not (final / "manifest.json").is_file():
-                return None
-        evict(keep=final)
-        return Entry(final, tuple(kept), meta)
+        final = publish(work, before)
+        return Entry(final, tuple(kept), meta) if final is not None else None
     except OSError:
         return None
     except (duckdb.Error, RuntimeError, UnicodeDecodeError) as exc:  # read where it is used, to say what is wrong
@@ -173,6 +167,31 @@ def build(con: duckdb.DuckDBPyConnection, alias: str, path: Path, tables: set[st
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def workspace(name: str) -> Path | None:
+    """A fresh temporary folder in the cache folder for an entry ``name`` being written (made with the cache
+    folder); None where it cannot be made."""
+    try:
+        root = folder()
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    except OSError:
+        return None
+
+
+def publish(work: Path, name: str) -> Path | None:
+    """The entry written in ``work`` (:func:`workspace`, its ``manifest.json`` last) renamed into place as
+    ``name``, then the cache brought within its bound (:func:`evict`): its folder; that of another command's
+    entry of the same name where one came first (the same content), None where that is incomplete."""
+    final = folder() / name
+    try:
+        os.rename(work, final)
+    except OSError:
+        if not (final / "manifest.json").is_file():
+            return None
+    evict(keep=final)
+    return final
 
 
 def _columns(con: duckdb.DuckDBPyConnection, alias: str, table: str) -> set[str]:
