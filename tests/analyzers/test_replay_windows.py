@@ -91,6 +91,12 @@ def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path) -> 
     order = ["rank", "start_ns", "end_ns", "stream", "device"]
     for w in plan:
         assert stored.window(w).sort(order).equals(frame.filter(w.holds()).sort(order))
+    # the collectives stored dictionary-encoded (a scan of every file for the communication reads no text of the
+    # compute kernels' names), read back as the text they were
+    assert all(pl.read_ipc_schema(f)["collective"] == pl.Categorical for f in files)
+    comm = stored.scan().filter(pl.col("kind") == "comm").collect()
+    assert comm.schema == frame.schema
+    assert comm.sort(order).equals(frame.filter(pl.col("kind") == "comm").sort(order))
     how = {"waits": timeline.waits, "ways": (*WAYS, "serialized_ns"), "size": 1, "min_steps": 2}
     assert replay.windowed(stored, **how).steps.equals(replay.windowed(ops, **how).steps)
 
