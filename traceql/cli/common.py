@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from traceql.cli import loading
 from traceql.cli.fit import FitTable, fold_name, plain_table  # noqa: F401 - plain_table: the style, for frames
 from traceql.cli.numbers import counted, ms, num_ms  # noqa: F401 - the commands' names
 from traceql.cli.options import (  # noqa: F401 - the commands' names
@@ -135,6 +136,7 @@ def configure(*, wide: bool = False, quiet: bool = False, steps_from: str | None
     default markers), ``--no-cache`` reads every export itself (``commands.cache``)."""
     console.width = WIDE if wide else natural_width()
     _settings["quiet"] = quiet
+    loading.load()  # first: what follows loads them (the cache's results are frames)
     from traceql.commands import cache
     from traceql.errors import OptionError
     from traceql.model import step_marker

@@ -1,0 +1,36 @@
+"""A Ctrl-C while the libraries load is held back until they are loaded (``cli.loading``): polars panics, and an
+extension module is left half made, where it lands inside their loading."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceql.cli import loading
+
+
+def test_a_ctrl_c_while_a_library_loads_is_raised_once_it_is_loaded(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module whose loading is hit by a Ctrl-C half way loads whole, and the Ctrl-C comes after it, as the
+    handler before it would have raised it; the handler is put back."""
+    (tmp_path / "hit_while_loading.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGINT)\nWHOLE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loading.load(["hit_while_loading"])
+        assert sys.modules["hit_while_loading"].WHOLE
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        sys.modules.pop("hit_while_loading", None)
+
+
+def test_libraries_not_installed_are_passed_over() -> None:
+    """A library the environment lacks (``collect``'s, without the analysis ones) is left for the command to
+    name if it needs it; the others load."""
+    loading.load(["numpy", "no_such_library_here"])
+    assert "numpy" in sys.modules and "no_such_library_here" not in sys.modules
