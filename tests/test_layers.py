@@ -247,3 +247,13 @@ def test_the_command_line_loads_without_the_analysis_packages() -> None:
             "if m in sys.modules); print(heavy); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_commands_global_options_are_set_without_the_analysis_packages() -> None:
+    """What every command runs first (its global options: ``cli.common.configure``, which loads the libraries
+    a Ctrl-C must not land in) works where polars, DuckDB, NumPy and scikit-learn cannot be imported, as on
+    `collect`'s GPU host (the cache's kept results, which are frames, had made it import polars)."""
+    code = ("import sys\nfor m in ('polars', 'duckdb', 'sklearn', 'numpy'): sys.modules[m] = None\n"
+            "from traceql.cli.common import configure\nconfigure(no_cache=True)\nprint('set')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "set\n"), done.stderr

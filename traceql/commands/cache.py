@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceql.labelling import memo
 from traceql.sources import mirror
+
+# the kept results (``labelling.memo``) are loaded where they are listed or served, not by ``turn_off``, which
+# every command calls: it loads polars, which `collect`'s host may lack
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ def info() -> CacheInfo:
     Returns:
         its folder, whether commands use it, its bound and every copy (:class:`CacheInfo`).
     """
+    from traceql.labelling import memo
+
     found = mirror.entries()
     results = [e for e in found if e[0].name.startswith(memo.PREFIX)]
     copies = [e for e in found if not e[0].name.startswith(memo.PREFIX)]
@@ -68,6 +72,8 @@ def clear() -> tuple[int, int, int]:
     Returns:
         how many copies and how many results were removed, and their bytes.
     """
+    from traceql.labelling import memo
+
     results = sum(1 for e in mirror.entries() if e[0].name.startswith(memo.PREFIX))
     n, nbytes = mirror.clear()
     return n - results, results, nbytes
@@ -82,6 +88,8 @@ def answered() -> Iterator[list[float]]:
         a list that gets, on leaving, when each result served was computed (seconds since the epoch; empty
         where every answer was computed).
     """
+    from traceql.labelling import memo
+
     memo.served()  # those served before are not this command's
     got: list[float] = []
     try:
