@@ -21,6 +21,7 @@ from traceql.commands import detect as detect_command
 from traceql.commands.cache import clear
 from traceql.commands.detect import detect
 from traceql.labelling import memo
+from traceql.labelling import request as request_module
 from traceql.labelling.request import request
 from traceql.sources import mirror
 from traceql.verdicts import ranks as ranks_verdict
@@ -67,14 +68,15 @@ def test_each_command_answers_the_same_from_its_kept_result(run: Path, cache: Pa
 @pytest.mark.parametrize("run", [DDP_TRACE, SINGLE_TRACE], ids=["rows-stored", "rows-in-memory"])
 def test_a_kept_detect_is_served_rows_and_all(run: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     computed = detect(run)
-    assert len(_results()) == 1
+    kept = 2 if run == DDP_TRACE else 1  # a run labelled a rank at a time keeps its labels too (``reused``)
+    assert len(_results()) == kept
     monkeypatch.setattr(detect_command, "_labelled", _no_labelling)
     served = detect(run)
     assert served.stored == computed.stored and served.kernels.equals(computed.kernels)
     for name in ("ranks", "top_signatures", "steps", "critical", "causes", "held"):
         assert getattr(served, name).equals(getattr(computed, name)), name
     assert (served.notes, served.mode, served.match_rate) == (computed.notes, computed.mode, computed.match_rate)
-    assert clear()[1] == 1  # the stored rows served are the result's own: clearing the cache leaves them
+    assert clear()[1] == kept  # the stored rows served are the result's own: clearing the cache leaves them
     assert not _results() and served.kernels.height == computed.compute_kernels()
     with pytest.raises(AssertionError, match="labelled again"):
         detect(run)
@@ -118,6 +120,37 @@ def test_ranks_and_whatif_serve_their_replay_kept(cache: Path, invoke, monkeypat
     monkeypatch.setattr(ranks_verdict, "_ranked_run", real)
     invoke("whatif", DDP_TRACE)  # its own replay (its untraced steps' share), kept on its own
     assert len(_results()) == 2
+
+
+def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "datasets/runs/gpt2-4rank-straggler-nsys", run)
+    req = request(run)
+    (paths,) = req.runs()
+    monkeypatch.setenv(memo.OFF_ENV, "1")
+    computed, alone = ranks_verdict.ranked_run(req, paths, None, by_rank=True).result, detect(run)
+    monkeypatch.delenv(memo.OFF_ENV)
+    detect(run)  # its labels kept beside its result
+    memo.labels_served()
+    with monkeypatch.context() as patch:
+        patch.setattr(request_module, "label_by_rank", _no_labelling)
+        ranked = ranks_verdict.ranked_run(req, paths, None, by_rank=True).result  # `ranks` after `detect`
+        assert len(memo.labels_served()) == 1
+        assert json.dumps(ranked.to_dict(), sort_keys=True) == json.dumps(computed.to_dict(), sort_keys=True)
+        for entry in _results():  # `detect` after `ranks`: its own result gone, the labels kept
+            if json.loads((entry / "manifest.json").read_text())["source"].startswith("detect:"):
+                shutil.rmtree(entry)
+        served = detect(run)
+    assert len(memo.labels_served()) == 1 and served.kernels.equals(alone.kernels)
+    for name in ("ranks", "top_signatures", "steps", "critical", "causes", "held"):
+        assert getattr(served, name).equals(getattr(alone, name)), name
+    assert served.notes == alone.notes
+    export = next((run / "traces").glob("*rank1.sqlite"))
+    stat = export.stat()
+    os.utime(export, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten, same bytes
+    ranks_verdict.ranked_run(req, paths, None, by_rank=True)  # a file rewritten: labelled again
+    assert not memo.labels_served()
 
 
 def test_a_kept_file_naming_another_class_is_refused(cache: Path, tmp_path: Path) -> None:

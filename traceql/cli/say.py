@@ -6,9 +6,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceql.cli.common import console, fold_name, printable
+
+if TYPE_CHECKING:
+    from traceql.commands.cache import Served
 
 
 def note(text: str, *, out: bool = True) -> None:
@@ -33,11 +36,19 @@ def notes(texts: Sequence[str], fmt: Any = None) -> None:
 
 
 
-def kept(made: Sequence[float], fmt: Any = None) -> None:
-    """A note where the command's answer came from the cache (``traceql cache``), with when it was computed
-    (``made``: ``commands.cache.answered``'s): not with ``--format json``, whose output is the same either way."""
+def kept(made: Served, fmt: Any = None) -> None:
+    """A note where the command's answer came from the cache (``traceql cache``), with when it was computed, or
+    the labels its replay started from (``made``: ``commands.cache.answered``'s): not with ``--format json``,
+    whose output is the same either way."""
     if getattr(fmt, "value", None) == "json":
         return
-    for when in dict.fromkeys(time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) for t in made):
+    for when in _days(made.results):
         note(f"note: answered from the cache, as computed on {when} of the same files and options "
              "(TRACEQL_NO_RESULT_CACHE=1 computes it again)")
+    for when in _days(made.labels):
+        note(f"note: the labels from the cache, as made on {when} of the same files and options; the rest "
+             "computed now (TRACEQL_NO_RESULT_CACHE=1 labels again)")
+
+
+def _days(made: Sequence[float]) -> list[str]:
+    return list(dict.fromkeys(time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) for t in made))

@@ -80,19 +80,29 @@ def clear() -> tuple[int, int, int]:
 
 
 
+@dataclass
+class Served:
+    """When what a command was served from the cache was computed (seconds since the epoch): whole results
+    (``results``), and the labels a replay started from (``labels``; the rest computed now)."""
+
+    results: list[float]
+    labels: list[float]
+
+
 @contextmanager
-def answered() -> Iterator[list[float]]:
+def answered() -> Iterator[Served]:
     """What is served from the cache while inside.
 
     Returns:
-        a list that gets, on leaving, when each result served was computed (seconds since the epoch; empty
-        where every answer was computed).
+        a :class:`Served` that gets, on leaving, when each result served, and the labels each replay started
+        from, were computed (both empty where every answer was computed).
     """
     from traceql.labelling import memo
 
-    memo.served()  # those served before are not this command's
-    got: list[float] = []
+    memo.served(), memo.labels_served()  # those served before are not this command's
+    got = Served([], [])
     try:
         yield got
     finally:
-        got.extend(memo.served())
+        got.results.extend(memo.served())
+        got.labels.extend(memo.labels_served())

@@ -71,7 +71,7 @@ from traceql.parallel import Pool, Progress
 from traceql.sources.shards import Shard
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
-__all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "scratch"]
+__all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "mapper", "scratch"]
 
 
 def scratch() -> tempfile.TemporaryDirectory:
@@ -106,6 +106,20 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
+def mapper(pool: Pool) -> Mapper | None:
+    """A ``replay.Mapper`` that replays a run's windows of steps on ``pool`` (a failed one stops the run); None
+    for a pool that runs its tasks here: the replay's own (windows on threads of this process)."""
+    if pool.serial:
+        return None
+
+    def windows(fn: Callable[[Any, Any], Any], items: list[Any], job: Any) -> Iterable[Any]:
+        for _, result in pool.map(fn, items, common=job, name=lambda w: f"{w.run_id} steps {w.first}-{w.last}"):
+            if isinstance(result, TraceqlError):
+                raise result
+            yield result
+    return windows
+
+
 class _Passes:
     """The passes of one run over its shards, on a pool; a failed shard stops the run with its error."""
 
@@ -116,17 +130,8 @@ class _Passes:
         self.done = 0
 
     def mapper(self) -> Mapper | None:
-        """A ``replay.Mapper`` that replays a run's windows of steps on the pool (a failed one stops the run);
-        None for a pool that runs its tasks here: the replay's own (windows on threads of this process)."""
-        if self.pool.serial:
-            return None
-        def windows(fn: Callable[[Any, Any], Any], items: list[Any], job: Any) -> Iterable[Any]:
-            for _, result in self.pool.map(fn, items, common=job, name=lambda w: f"{w.run_id} steps {w.first}-"
-                                           f"{w.last}"):
-                if isinstance(result, TraceqlError):
-                    raise result
-                yield result
-        return windows
+        """The run's :func:`mapper`."""
+        return mapper(self.pool)
 
     def run(self, fn: Callable[[tuple[int, Shard], Any], Any], common: Any) -> list[Any]:
         out = []

@@ -12,8 +12,9 @@ code: a file rewritten, another traceql or another option is a miss, never a sta
 
 An entry is a folder like a copy's (a manifest, so that ``cache info``, ``clear`` and the eviction count it):
 its frames as zstd Arrow files, labelled rows stored a rank at a time (``StoredRows``) as their parquet files,
-the rest pickled. It is written into a temporary folder and renamed into place; read back, only the classes of
-traceql, its analyzers, polars and Python's containers are made (a pickle names what it builds). ``--no-cache``
+a run's stored activities (``replay.Stored``) as their Arrow files, the rest pickled. It is written into a
+temporary folder and renamed into place; read back, only the classes of traceql, its analyzers, polars and
+Python's containers are made (a pickle names what it builds). ``--no-cache``
 or ``TRACEQL_NO_CACHE=1`` turns it off with the copies; ``TRACEQL_NO_RESULT_CACHE=1`` alone.
 """
 
@@ -34,8 +35,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from traceql.analyzers.replay.windows import Stored
 from traceql.labelling.result import StoredRows
 from traceql.sources import mirror
 
@@ -49,12 +52,20 @@ _BUILTINS = {"set", "frozenset", "list", "dict", "tuple", "slice", "complex", "r
 
 
 _served: deque[float] = deque(maxlen=64)  # when the results this process was served were computed (epoch s)
+_labels: deque[float] = deque(maxlen=64)  # ... and the labels it started from (``labelling.reused``)
 
 
 def served() -> list[float]:
     """When each result this process was served since the last call was computed (epoch seconds)."""
     out = list(_served)
     _served.clear()
+    return out
+
+
+def labels_served() -> list[float]:
+    """When the labels this process started from since the last call (``load(k, labels=True)``) were made."""
+    out = list(_labels)
+    _labels.clear()
     return out
 
 
@@ -124,6 +135,12 @@ class _Saver(pickle.Pickler):
                 _link(path, self.where / names[-1])
             fields = (obj.compute_kernels, obj.cases, obj.baseline_kinds, obj.reference_kinds, obj.renames)
             return ("rows", tuple(names), fields)
+        if isinstance(obj, Stored):
+            names = []
+            for path in obj.files:
+                names.append(f"activities-{self._next()}.arrow")
+                _link(path, self.where / names[-1])
+            return ("activities", tuple(names), tuple((b.tolist(), r.tolist(), n) for b, r, n in obj.index))
         return None
 
     def _next(self) -> int:
@@ -151,14 +168,21 @@ class _Loader(pickle.Unpickler):
         if kind == "series":
             return pl.read_ipc(self.where / name).to_series()
         if kind == "rows":  # linked into a folder of the result's own: a later eviction leaves them to it
-            self.holder = self.holder or tempfile.TemporaryDirectory(prefix="traceql-rows-")
-            files = []
-            for part in name:
-                files.append(Path(self.holder.name) / part)
-                _link(self.where / part, files[-1])
             n, cases, baseline, reference, renames = more[0]
-            return StoredRows(tuple(files), n, cases, baseline, reference, renames, holder=self.holder)
+            return StoredRows(self._lent(name), n, cases, baseline, reference, renames, holder=self.holder)
+        if kind == "activities":
+            index = tuple((np.asarray(b, np.int64), np.asarray(r, np.int64), n) for b, r, n in more[0])
+            return Stored(self._lent(name), index, holder=self.holder)
         raise pickle.UnpicklingError(f"unknown part {kind!r}")
+
+    def _lent(self, names: tuple[str, ...]) -> tuple[Path, ...]:
+        """The entry's files ``names`` linked into a folder of the result's own (a later eviction leaves them)."""
+        self.holder = self.holder or tempfile.TemporaryDirectory(prefix="traceql-rows-")
+        files = []
+        for part in names:
+            files.append(Path(self.holder.name) / part)
+            _link(self.where / part, files[-1])
+        return tuple(files)
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "builtins" and name in _BUILTINS or module.startswith(_MODULES) or module in _MODULES:
@@ -175,9 +199,10 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def load(k: str | None) -> Any:
+def load(k: str | None, *, labels: bool = False) -> Any:
     """The result kept under ``k``, None where there is none (or it cannot be read); a result found is marked
-    used (the eviction's order)."""
+    used (the eviction's order), and said served (:func:`served`; ``labels``: the labels a command started
+    from, :func:`labels_served`)."""
     if k is None or not enabled():
         return None
     where = mirror.folder() / f"{PREFIX}{k}"
@@ -189,7 +214,7 @@ def load(k: str | None) -> Any:
         with (where / "result.pickle").open("rb") as fh:
             loader = _Loader(fh, where)
             got = loader.load()
-        _served.append(made)
+        (_labels if labels else _served).append(made)
         return got
     except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
             pl.exceptions.PolarsError):

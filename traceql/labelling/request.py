@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from traceql.labelling import options
-from traceql.labelling.by_rank import Settings, label_by_rank, scratch
+from traceql.labelling import options, reused
+from traceql.labelling.by_rank import Settings, label_by_rank, mapper, scratch
 from traceql.labelling.inputs import Baseline, Timeline, profiler_notes, read_baseline, read_timeline
 from traceql.labelling.kept import Then
 from traceql.labelling.label import import_detector, label
@@ -80,9 +80,20 @@ class Request:
         after another; ``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder
         of its own; ``then``: what follows the labels while the run's activities are stored
         (``by_rank.label_by_rank``)."""
-        import_detector()
+        k = None
+        if then is not None and detector is None:  # labels kept for the next command's replay (``reused``)
+            options = {"threshold": self.threshold, "single_trace": self.single_trace, "hta_compat": self.hta_compat,
+                       "top": top}
+            k = reused.key(shards, self.baseline or [], options)
         with scratch() as folder, (nullcontext(pool) if pool is not None else Pool(1)) as used:
+            got = reused.found(k)
+            if got is not None and then is not None:
+                then(got.result, replace(got.kept, mapper=mapper(used)))
+                return got.result
+            import_detector()
             how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), then is not None)
+            if then is not None:
+                then = reused.keeping(k, then, reused.source(shards))
             return label_by_rank(shards, how, pool=used, top=top, detector=detector, progress=progress, then=then)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:
