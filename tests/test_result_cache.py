@@ -13,10 +13,13 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from tests.paths import DDP_TRACE, ROOT, SINGLE_TRACE
+from traceql.analyzers.replay import windows
+from traceql.analyzers.replay.activities import activities
 from traceql.commands import detect as detect_command
 from traceql.commands.cache import clear
 from traceql.commands.detect import detect
@@ -151,6 +154,28 @@ def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
     os.utime(export, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten, same bytes
     ranks_verdict.ranked_run(req, paths, None, by_rank=True)  # a file rewritten: labelled again
     assert not memo.labels_served()
+
+
+def test_a_runs_stored_activities_are_kept_and_lent_in_the_scratch_folder(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    req = request(ROOT / "datasets/runs/gpt2-late-nsys")
+    timeline, _ = req.label(req.runs()[0], None)
+    ops = activities(timeline.kernels, timeline.memops, timeline.ranks)
+    files = [tmp_path / f"rank{rank}.arrow" for rank in ops["rank"].unique(maintain_order=True)]
+    index = [windows.Stored.write(part, f) for part, f in zip(ops.partition_by("rank", maintain_order=True), files,
+                                                              strict=True)]
+    stored = windows.Stored(tuple(files), tuple(index))
+    key = memo.key("labelled", files, {})
+    memo.save(key, {"stored": stored}, "test")
+    monkeypatch.setenv("TRACEQL_SCRATCH", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    lent = memo.load(key)["stored"]
+    assert all(f.parent.parent == tmp_path / "scratch" for f in lent.files)  # every worker reads them there
+    for (b, r, n), (b2, r2, n2) in zip(stored.index, lent.index, strict=True):
+        assert np.array_equal(b, b2) and np.array_equal(r, r2) and n == n2 and b2.dtype == np.int64
+    assert lent.scan().collect().equals(stored.scan().collect())
+    shutil.rmtree(next(cache.glob(f"{memo.PREFIX}*")))  # the entry evicted: what was lent stays
+    assert lent.scan().collect().height == ops.height
 
 
 def test_a_kept_file_naming_another_class_is_refused(cache: Path, tmp_path: Path) -> None:

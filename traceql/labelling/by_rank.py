@@ -74,12 +74,12 @@ SCRATCH_ENV = "TRACEQL_SCRATCH"
 __all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "mapper", "scratch"]
 
 
-def scratch() -> tempfile.TemporaryDirectory:
+def scratch(prefix: str = "traceql-ranks-") -> tempfile.TemporaryDirectory:
     """A scratch folder for one run's working files (``$TRACEQL_SCRATCH``, else the temporary folder)."""
     where = os.environ.get(SCRATCH_ENV) or None
     if where is not None and not Path(where).is_dir():
         raise InputError(f"${SCRATCH_ENV} is not a folder (the scratch folder every worker sees)", path=where)
-    return tempfile.TemporaryDirectory(prefix="traceql-ranks-", dir=where)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=where)
 
 
 class _Discard:

@@ -176,8 +176,11 @@ class _Loader(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown part {kind!r}")
 
     def _lent(self, names: tuple[str, ...]) -> tuple[Path, ...]:
-        """The entry's files ``names`` linked into a folder of the result's own (a later eviction leaves them)."""
-        self.holder = self.holder or tempfile.TemporaryDirectory(prefix="traceql-rows-")
+        """The entry's files ``names`` linked into a folder of the result's own (a later eviction leaves them), in
+        the scratch folder: a run's activities are read by every worker that replays them."""
+        from traceql.labelling.by_rank import scratch  # what labels a run: loaded by every command that serves one
+
+        self.holder = self.holder or scratch("traceql-rows-")
         files = []
         for part in names:
             files.append(Path(self.holder.name) / part)
