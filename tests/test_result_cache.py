@@ -146,6 +146,8 @@ def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
                 shutil.rmtree(entry)
         served = detect(run)
     assert len(memo.labels_served()) == 1 and served.kernels.equals(alone.kernels)
+    inodes = {(p.stat().st_dev, p.stat().st_ino): p.stat().st_size for p in cache.rglob("*") if p.is_file()}
+    assert sum(e[1] for e in mirror.entries()) == sum(inodes.values())  # the rows shared with the labels: once
     for name in ("ranks", "top_signatures", "steps", "critical", "causes", "held"):
         assert getattr(served, name).equals(getattr(alone, name)), name
     assert served.notes == alone.notes

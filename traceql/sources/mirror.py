@@ -217,17 +217,25 @@ def use(con: duckdb.DuckDBPyConnection, entry: Entry, alias: str) -> bool:
 
 
 def entries() -> list[tuple[Path, int, float, str]]:
-    """Every complete copy: its folder, bytes, last use (epoch seconds) and the export it was made from."""
+    """Every complete copy: its folder, bytes, last use (epoch seconds) and the export it was made from, oldest
+    use first. A file linked into several (a result's rows, kept with its labels) counts once: in the one used
+    last, which holds it longest."""
     root = folder()
-    out = []
+    found = []
     for manifest in root.glob("*/manifest.json") if root.is_dir() else []:
         try:
             source = json.loads(manifest.read_text()).get("source", "?")
-            size = sum(p.stat().st_size for p in manifest.parent.iterdir())
-            out.append((manifest.parent, size, manifest.stat().st_mtime, source))
+            files = [p.stat() for p in manifest.parent.iterdir()]
+            found.append((manifest.parent, files, manifest.stat().st_mtime, source))
         except (OSError, ValueError):
             continue
-    return sorted(out, key=lambda e: e[2])
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for where, files, used, source in sorted(found, key=lambda e: e[2], reverse=True):
+        mine = {(f.st_dev, f.st_ino): f.st_size for f in files if (f.st_dev, f.st_ino) not in seen}
+        seen |= mine.keys()
+        out.append((where, sum(mine.values()), used, source))
+    return out[::-1]
 
 
 def evict(keep: Path) -> None:
