@@ -14,8 +14,8 @@ An entry is a folder like a copy's (a manifest, so that ``cache info``, ``clear`
 its frames as zstd Arrow files, labelled rows stored a rank at a time (``StoredRows``) as their parquet files,
 a run's stored activities (``replay.Stored``) as their Arrow files, the rest pickled. It is written into a
 temporary folder and renamed into place; read back, only the classes of traceql, its analyzers, polars and
-Python's containers are made (a pickle names what it builds). ``--no-cache``
-or ``TRACEQL_NO_CACHE=1`` turns it off with the copies; ``TRACEQL_NO_RESULT_CACHE=1`` alone.
+Python's containers are made (a pickle names what it builds). ``--no-cache`` or ``TRACEQL_NO_CACHE=1`` turns
+it off with the copies; ``TRACEQL_NO_RESULT_CACHE=1`` alone.
 """
 
 from __future__ import annotations

@@ -79,12 +79,13 @@ class Request:
         """One run's ``shards`` (``traceql.sources.shards``) labelled a rank at a time on ``pool`` (None: here, one
         after another; ``traceql.labelling.by_rank``), against ``baseline``; its working files in a scratch folder
         of its own; ``then``: what follows the labels while the run's activities are stored
-        (``by_rank.label_by_rank``)."""
+        (``by_rank.label_by_rank``). With ``then`` (and no ``detector`` of the caller's), the labels are kept in the
+        cache, and labels kept there by an earlier command are given to ``then`` instead (``reused``)."""
         k = None
         if then is not None and detector is None:  # labels kept for the next command's replay (``reused``)
-            options = {"threshold": self.threshold, "single_trace": self.single_trace, "hta_compat": self.hta_compat,
-                       "top": top}
-            k = reused.key(shards, self.baseline or [], options)
+            asked = {"threshold": self.threshold, "single_trace": self.single_trace, "hta_compat": self.hta_compat,
+                     "top": top}
+            k = reused.key(shards, self.baseline or [], asked)
         with scratch() as folder, (nullcontext(pool) if pool is not None else Pool(1)) as used:
             got = reused.found(k)
             if got is not None and then is not None:
