@@ -176,7 +176,13 @@ def test_a_runs_stored_activities_are_kept_and_lent_in_the_scratch_folder(
     for (b, r, n), (b2, r2, n2) in zip(stored.index, lent.index, strict=True):
         assert np.array_equal(b, b2) and np.array_equal(r, r2) and n == n2 and b2.dtype == np.int64
     assert lent.scan().collect().equals(stored.scan().collect())
-    shutil.rmtree(next(cache.glob(f"{memo.PREFIX}*")))  # the entry evicted: what was lent stays
+    entry = next(cache.glob(f"{memo.PREFIX}*"))
+    part = next(entry.glob("activities-*.arrow"))
+    kept = part.read_bytes()
+    part.unlink()  # its own inode: what was lent is not cut with it
+    part.write_bytes(kept[: len(kept) // 2])  # cut short: no entry, the command labels again
+    assert memo.load(key) is None
+    shutil.rmtree(entry)  # the entry evicted: what was lent stays
     assert lent.scan().collect().height == ops.height
 
 

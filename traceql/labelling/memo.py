@@ -170,9 +170,12 @@ class _Loader(pickle.Unpickler):
         if kind == "rows":  # linked into a folder of the result's own: a later eviction leaves them to it
             n, cases, baseline, reference, renames = more[0]
             return StoredRows(self._lent(name), n, cases, baseline, reference, renames, holder=self.holder)
-        if kind == "activities":
+        if kind == "activities":  # each file's footer read: one cut short is no entry (the command labels again)
             index = tuple((np.asarray(b, np.int64), np.asarray(r, np.int64), n) for b, r, n in more[0])
-            return Stored(self._lent(name), index, holder=self.holder)
+            files = self._lent(name)
+            for path in files:
+                pl.read_ipc_schema(path)
+            return Stored(files, index, holder=self.holder)
         raise pickle.UnpicklingError(f"unknown part {kind!r}")
 
     def _lent(self, names: tuple[str, ...]) -> tuple[Path, ...]:
