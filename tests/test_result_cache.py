@@ -180,9 +180,9 @@ def test_a_runs_stored_activities_are_kept_and_lent_in_the_scratch_folder(
     part = next(entry.glob("activities-*.arrow"))
     kept = part.read_bytes()
     part.unlink()  # its own inode: what was lent is not cut with it
-    part.write_bytes(kept[: len(kept) // 2])  # cut short: no entry, the command labels again
+    part.write_bytes(kept[: len(kept) // 2])  # cut short: no entry, the command labels again (and keeps them)
     assert memo.load(key) is None
-    shutil.rmtree(entry)  # the entry evicted: what was lent stays
+    assert not entry.exists()  # what was lent stays
     assert lent.scan().collect().height == ops.height
 
 
@@ -191,10 +191,11 @@ def test_a_kept_file_naming_another_class_is_refused(cache: Path, tmp_path: Path
     memo.save(key, {"frame": pl.DataFrame({"a": [1, 2]})}, "test")
     assert memo.load(key)["frame"]["a"].to_list() == [1, 2]
     where = mirror.folder() / f"{memo.PREFIX}{key}" / "result.pickle"
-    where.write_bytes(pickle.dumps(os.system))  # a function of the system: never called, never made
-    assert memo.load(key) is None
     where.write_bytes(pickle.dumps(tmp_path.parent))  # a path: a class it may make
     assert memo.load(key) == tmp_path.parent
+    where.write_bytes(pickle.dumps(os.system))  # a function of the system: never called, never made
+    assert memo.load(key) is None
+    assert not where.parent.exists()  # the entry removed: the next command keeps a whole one
 
 
 def test_results_of_another_traceql_go_when_one_is_kept(cache: Path) -> None:

@@ -206,9 +206,9 @@ def _link(src: Path, dst: Path) -> None:
 
 
 def load(k: str | None, *, labels: bool = False) -> Any:
-    """The result kept under ``k``, None where there is none (or it cannot be read); a result found is marked
-    used (the eviction's order), and said served (:func:`served`; ``labels``: the labels a command started
-    from, :func:`labels_served`)."""
+    """The result kept under ``k``, None where there is none (or it cannot be read: then it is removed); a result
+    found is marked used (the eviction's order), and said served (:func:`served`; ``labels``: the labels a
+    command started from, :func:`labels_served`)."""
     if k is None or not enabled():
         return None
     where = mirror.folder() / f"{PREFIX}{k}"
@@ -224,8 +224,10 @@ def load(k: str | None, *, labels: bool = False) -> Any:
         return got
     except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
             pl.exceptions.PolarsError):
-        if loader is not None and loader.holder is not None:
-            loader.holder.cleanup()
+        if loader is not None:  # an entry that cannot be read back goes: the command keeps a whole one again
+            if loader.holder is not None:
+                loader.holder.cleanup()
+            shutil.rmtree(where, ignore_errors=True)
         return None
 
 
