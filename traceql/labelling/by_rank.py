@@ -45,7 +45,8 @@ from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
 from traceql.analyzers.partial import partial_notes
-from traceql.analyzers.replay.windows import Mapper, Stored
+from traceql.analyzers.replay.stored import Stored
+from traceql.analyzers.replay.windows import Mapper
 from traceql.analyzers.reports import step_totals
 from traceql.errors import InputError, TraceqlError
 from traceql.labelling.core import baseline_notes, detector_for, no_kernels

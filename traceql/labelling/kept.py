@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceql.analyzers.replay.windows import Mapper, Stored
+from traceql.analyzers.replay.stored import Stored
+from traceql.analyzers.replay.windows import Mapper
 from traceql.labelling.result import DetectResult
 
 

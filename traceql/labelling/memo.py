@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceql.analyzers.replay.windows import Stored
+from traceql.analyzers.replay.stored import Stored
 from traceql.labelling.result import StoredRows
 from traceql.sources import mirror
 

@@ -36,7 +36,7 @@ from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from traceql.analyzers.overlap import comm_overlap
 from traceql.analyzers.partial import comm_devices
 from traceql.analyzers.replay.activities import activities
-from traceql.analyzers.replay.windows import Stored
+from traceql.analyzers.replay.stored import Stored
 from traceql.analyzers.reports import step_cases, step_spans
 from traceql.analyzers.step_breakdown import STEP_KEY, step_breakdown
 from traceql.labelling.core import decide, feature_inputs, isolated, scored
