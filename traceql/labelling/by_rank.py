@@ -130,10 +130,6 @@ class _Passes:
         self.total = 5 * len(shards)
         self.done = 0
 
-    def mapper(self) -> Mapper | None:
-        """The run's :func:`mapper`."""
-        return mapper(self.pool)
-
     def run(self, fn: Callable[[tuple[int, Shard], Any], Any], common: Any) -> list[Any]:
         out = []
 
@@ -247,7 +243,7 @@ def _passes(shards: list[Shard], settings: Settings, pool: Pool, top: int, detec
         late = [r.late for r in firsts if r.late is not None]
         broken = [r.breakdown_steps for r in firsts if r.breakdown_steps is not None]
         then(result, Kept(Stored(tuple(stored), tuple(index for _, index in files)),
-                          pl.concat(waits) if waits else None, passes.mapper(), pl.concat(late) if late else None,
+                          pl.concat(waits) if waits else None, mapper(pool), pl.concat(late) if late else None,
                           pl.concat(broken) if broken else None, _frame([r.ranks for r in firsts]).unique(
                               maintain_order=True), [g for r in firsts for g in r.gpus],
                           {c for r in firsts for c in r.collectives}, [str(f.path) for s in shards for f in s.files]))

@@ -33,15 +33,18 @@ class Labelled:
 def key(shards: Sequence[Shard], baseline: Sequence[Path], options: dict[str, Any]) -> str | None:
     """The key of a run's labels: its ``shards`` (their files and parts), the ``baseline`` files and the
     labelling's ``options`` (plain values); None where results are not kept."""
-    files = list(dict.fromkeys(f.path for s in shards for f in s.files))
-    return memo.key("labelled", [*files, *baseline], {**options, "shards": [s.name for s in shards]})
+    return memo.key("labelled", [*_files(shards), *baseline], {**options, "shards": [s.name for s in shards]})
 
 
 def source(shards: Sequence[Shard]) -> str:
     """What ``cache info`` says a run's labels are of: the folder of its files, where they share one."""
-    files = list(dict.fromkeys(f.path for s in shards for f in s.files))
+    files = _files(shards)
     folders = {f.parent for f in files}
     return f"labels: {folders.pop() if len(files) > 1 and len(folders) == 1 else ', '.join(map(str, files))}"
+
+
+def _files(shards: Sequence[Shard]) -> list[Path]:
+    return list(dict.fromkeys(f.path for s in shards for f in s.files))
 
 
 def found(k: str | None) -> Labelled | None:
