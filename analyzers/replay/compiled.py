@@ -49,16 +49,14 @@ def _compiled(fn: Any) -> Any:
     return _COMPILED[fn.__name__]
 
 
-def _started(i: int, t: int, grp: int, dur: np.ndarray, tail: np.ndarray, left: np.ndarray,  # noqa: PLR0913
-             g_ptr: np.ndarray, g_nodes: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray) -> None:
-    """Node ``i`` starts at ``t``: alone (``grp`` < 0), it ends ``dur`` later; the last member of its collective
-    ``grp`` to start (``left``: each collective's members yet to start; CSR ``g_ptr``, ``g_nodes``), every
-    member ends ``tail`` after the last one's start (none before its own start)."""
+def _started(i: int, t: int, grp: int, tail: np.ndarray, left: np.ndarray, g_ptr: np.ndarray,  # noqa: PLR0913
+             g_nodes: np.ndarray, start: np.ndarray, end: np.ndarray, done: np.ndarray) -> None:
+    """Node ``i``, a member of collective ``grp``, starts at ``t``; once the last member has started (``left``:
+    each collective's members yet to start; CSR ``g_ptr``, ``g_nodes``), every member ends ``tail`` after the
+    last one's start (none before its own start). A node of no collective the passes end themselves, ``dur``
+    after its start: a call costs tens of nanoseconds (its arrays' references counted), more than such a
+    node's own work, and most nodes are of none."""
     start[i] = t
-    if grp < 0:
-        end[i] = t + dur[i]
-        done[i] = True
-        return
     left[grp] -= 1
     if left[grp] == 0:
         last = start[g_nodes[g_ptr[grp]]]
@@ -152,7 +150,10 @@ def _in_place_pass(walk: np.ndarray, base: np.ndarray, dur: np.ndarray, ptr: np.
                 continue
             if v > t:
                 t = v
-        _started(i, t, group[i], dur, tail, left, g_ptr, g_nodes, start, end, done)
+        if group[i] < 0:
+            start[i], end[i], done[i] = t, t + dur[i], True
+        else:
+            _started(i, t, group[i], tail, left, g_ptr, g_nodes, start, end, done)
     return True
 
 
@@ -248,7 +249,10 @@ def _lanes_pass(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.
                         t = v
                 if not ready:
                     break
-                _started(i, t, group[i], dur, tail, left, g_ptr, g_nodes, start, end, done)
+                if group[i] < 0:
+                    start[i], end[i], done[i] = t, t + dur[i], True
+                else:
+                    _started(i, t, group[i], tail, left, g_ptr, g_nodes, start, end, done)
                 c += 1
             if c != cursors[li]:
                 cursors[li] = c
