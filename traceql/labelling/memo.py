@@ -83,7 +83,7 @@ def code() -> str:
             digest.update(f"{name}={metadata.version(name)};".encode())
         except metadata.PackageNotFoundError:
             digest.update(f"{name}=;".encode())
-    for package in ("traceql", "analyzers", "collectors"):
+    for package in ("traceql", "traceql.analyzers", "traceql.collectors"):  # the leaves: folders of their own
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             continue
