@@ -10,6 +10,8 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -205,6 +207,21 @@ def test_results_of_another_traceql_go_when_one_is_kept(cache: Path) -> None:
     (old / "manifest.json").write_text(json.dumps({**manifest, "code": "another"}))
     memo.save(memo.key("detect", [DDP_TRACE], {"x": 2}), 2, "test")
     assert len(_results()) == 1 and not old.exists()
+
+
+def test_the_code_a_result_is_kept_by_is_every_layers_code(tmp_path: Path) -> None:
+    """The replay, the collectors and the commands are all in the hash a result is kept by, in a process started
+    away from the checkout: a result of older analyzers is not served (the leaves are folders of their own in a
+    development install, not importable by their own names there)."""
+    script = ("from traceql.labelling import memo\n"
+              "import traceql.collectors.manifest as c, traceql.commands.detect as d\n"
+              "from traceql.analyzers.replay import engine as e\n"
+              "hashed = {str(p.resolve()) for _, p in memo.code_files()}\n"
+              "print(sorted(str(__import__('pathlib').Path(m.__file__).resolve()) in hashed for m in (c, d, e)))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    got = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=True)
+    assert got.stdout.strip() == "[True, True, True]"
 
 
 def test_cache_info_lists_the_results(cache: Path, invoke, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,15 +83,23 @@ def code() -> str:
             digest.update(f"{name}={metadata.version(name)};".encode())
         except metadata.PackageNotFoundError:
             digest.update(f"{name}=;".encode())
-    for package in ("traceql", "traceql.analyzers", "traceql.collectors"):  # the leaves: folders of their own
+    for root, path in code_files():
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def code_files() -> list[tuple[Path, Path]]:
+    """The code and data files :func:`code` hashes, each with the folder of its package: traceql's and its
+    leaves' (``traceql.analyzers``, ``traceql.collectors``: folders of their own in a development install)."""
+    out = []
+    for package in ("traceql", "traceql.analyzers", "traceql.collectors"):
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             continue
         root = Path(spec.origin).parent
-        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json") and p.is_file()):
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+        out += [(root, p) for p in sorted(root.rglob("*")) if p.suffix in (".py", ".json") and p.is_file()]
+    return out
 
 
 def _files(path: Path) -> list[Path]:
