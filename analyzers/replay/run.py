@@ -76,8 +76,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
         return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
     ops = ops.with_columns(
-        (cases if cases is not None else pl.Series([False] * ops.height)).alias("_case"),
-        (baseline if baseline is not None else pl.Series([None] * ops.height, dtype=pl.Float64)).alias("_base"))
+        (cases if cases is not None else pl.lit(False)).alias("_case"),
+        (baseline if baseline is not None else pl.lit(None, pl.Float64)).alias("_base"))
     rg = build(ops, waits)
     is_case = rg.ops["_case"].fill_null(False).to_numpy()
     base = rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy()
