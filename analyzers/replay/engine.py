@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceql.analyzers.replay.compiled import by_lanes, in_place, in_trace_order
+from traceql.analyzers.replay.lanes import by_lane_order
 
 NEVER = np.iinfo(np.int64).min // 4  # no lower bound
 
@@ -69,7 +70,11 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
         active &= np.isin(part, only)
     start = np.zeros(n, np.int64) if fixed is None else fixed.start.copy()
     end = np.zeros(n, np.int64) if fixed is None else fixed.end.copy()
-    if in_place(g, g.order, part, active, start, end, None if fixed is None else fixed.end):
+    fixed_end = None if fixed is None else fixed.end
+    if g.lane is not None and g.lane_place is not None:  # an order of each lane known (``lanes``)
+        if by_lane_order(g, part, active, start, end, fixed_end):
+            return Replayed(start, end, 0)
+    elif in_place(g, g.order, part, active, start, end, fixed_end):
         return Replayed(start, end, 0)  # the trace's order served: no cycle, no batch
     forced = 0
     pos = np.empty(n, np.int64)  # each node's place in the order the nodes started in the trace
@@ -79,7 +84,7 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
     for batch in batches:
         local[batch] = np.arange(len(batch))
     for batch in batches:
-        forced += _replay_nodes(g, part, batch, start, end, None if fixed is None else fixed.end, pos, local)
+        forced += _replay_nodes(g, part, batch, start, end, fixed_end, pos, local)
     return Replayed(start, end, forced)
 
 

@@ -93,7 +93,8 @@ def code_files() -> list[tuple[Path, Path]]:
     """The code and data files :func:`code` hashes, each with the folder of its package: traceql's and its
     leaves' (``traceql.analyzers``, ``traceql.collectors``: folders of their own in a development install)."""
     out = []
-    for package in ("traceql", "traceql.analyzers", "traceql.collectors"):
+    # the leaves located, not imported (a development install maps them to folders of their own)
+    for package in ("traceql", *(f"traceql.{leaf}" for leaf in ("analyzers", "collectors"))):
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             continue
