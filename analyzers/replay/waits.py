@@ -26,6 +26,14 @@ def recorded_edges(ops: pl.DataFrame, waits: pl.DataFrame | None) -> tuple[np.nd
         return empty, empty
     keyed = ops.select("node", "run_id", "rank", "stream", "correlation_id").drop_nulls("correlation_id")
     w = waits.select(list(WAITS)).cast(cast("Mapping[Any, type[pl.DataType]]", WAITS))
+    # a wait gives an edge only within its rank's calls of ``ops`` (the activity after it and the record before
+    # it, and the waits between them, are all among them): the others go first (a window of a long run)
+    calls = keyed.group_by("run_id", "rank").agg(pl.col("correlation_id").min().alias("_lo"),
+                                                 pl.col("correlation_id").max().alias("_hi"))
+    w = w.join(calls, on=["run_id", "rank"]).filter(pl.col("correlation_id").is_between("_lo", "_hi"))
+    if w.is_empty():
+        return empty, empty
+    w = w.drop("_lo", "_hi")
     # every (run, rank, stream) named by an activity or a wait, numbered
     streams = pl.concat([keyed.select("run_id", "rank", "stream"), w.select("run_id", "rank", "stream"),
                          w.select("run_id", "rank", pl.col("waits_stream").alias("stream"))]).unique()
