@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from traceql.analyzers.replay.compiled import _i64, _pass, _started, wanted
+from traceql.analyzers.replay import compiled
+from traceql.analyzers.replay.compiled import _i64, _pass, _started
 
 
 def by_lane_order(g: Any, part: np.ndarray, active: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -31,7 +32,7 @@ def by_lane_order(g: Any, part: np.ndarray, active: np.ndarray, start: np.ndarra
     members = active & (g.group >= 0)
     n_groups = int(g.group.max()) + 1 if members.any() else 0
     fixed = fixed_end if fixed_end is not None else np.zeros(1, np.int64)
-    return bool(_pass(_lanes_in_place, wanted(len(walk)))(
+    return bool(_pass(_lanes_in_place, compiled.wanted(len(walk)))(
         walk, l_ptr, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed), active,
         fixed_end is not None, n_groups, start, end))
 

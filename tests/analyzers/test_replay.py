@@ -179,15 +179,37 @@ def test_what_ifs_keep_their_promises(trace: tuple[pl.DataFrame, list[bool], lis
 def test_the_compiled_pass_replays_as_the_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The 4-rank straggler run replayed with every what-if, the pass compiled (numba) and in Python: the same
     nanoseconds for every step and every what-if."""
-    from traceql.analyzers.replay import compiled
     from traceql.commands.whatif import whatif
 
     run = RUNS / "gpt2-4rank-straggler-nsys"
-    monkeypatch.setattr(compiled, "wanted", lambda nodes: False)
+    _compile_all(monkeypatch, False)
     python = whatif(run).steps
-    monkeypatch.setattr(compiled, "wanted", lambda nodes: True)
-    compiled = whatif(run).steps
-    assert compiled.equals(python) and python.height == 5
+    _compile_all(monkeypatch, True)
+    fast = whatif(run).steps
+    assert fast.equals(python) and python.height == 5
+
+
+def _compile_all(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """Every pass compiled (``on``) or in Python, whatever the graph's size (each module's own name of it)."""
+    from traceql.analyzers.replay import compiled, graph
+
+    for module in (compiled, graph):
+        monkeypatch.setattr(module, "wanted", lambda nodes: on)
+
+
+def test_the_passes_loaded_ahead_are_those_a_replay_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``warm`` loads each compiled pass with the argument types a replay gives them: the 4-rank run's what-ifs,
+    every pass compiled (the serialized ones a lane at a time), load no other version of any pass."""
+    from traceql.analyzers.replay import compiled, warm
+    from traceql.commands.whatif import whatif
+
+    warm.warm().join()
+    loaded = {name: fn.signatures for name, fn in compiled._COMPILED.items() if name != "_started"}
+    assert set(loaded) == {"_in_place_pass", "_lanes_in_place", "_bound_pass"}
+    _compile_all(monkeypatch, True)
+    assert whatif(RUNS / "gpt2-4rank-straggler-nsys").steps.height == 5
+    after = {name: compiled._COMPILED[name].signatures for name in loaded}
+    assert after == loaded and all(len(s) == 1 for s in after.values())
 
 
 def test_batches_replay_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
