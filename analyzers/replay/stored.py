@@ -42,8 +42,12 @@ def with_buckets(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def bucketed(ops: pl.DataFrame) -> pl.DataFrame:
-    """``ops`` with their buckets, sorted by run, bucket and start (as :class:`Stored` keeps them)."""
-    return with_buckets(ops).sort("run_id", BUCKET, "start_ns")
+    """``ops`` with their buckets, sorted by run, bucket and start, ties in their order (as :class:`Stored`
+    keeps them). A rank's activities are of one run: sorted by their numbers alone (their run's text as a key
+    made the sort five times as long)."""
+    ops = with_buckets(ops)
+    keys = [BUCKET, "start_ns"] if ops["run_id"].n_unique() <= 1 else ["run_id", BUCKET, "start_ns"]
+    return ops.sort(keys, maintain_order=True)
 
 
 @dataclass(frozen=True)
