@@ -30,7 +30,7 @@ def _excess(rg: RunGraph, lag: np.ndarray, deferred: np.ndarray
     node's (rank, step) group, the groups' last deferred launches, and every edge's node; None where there are
     none (no CPU chain, nothing deferred)."""
     g, n = rg.graph, rg.n_ops
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     chain = (rg.edge_kind == CHAIN) & (node >= n)
     launches = rg.launch_of[deferred]
     launches = launches[launches >= 0]

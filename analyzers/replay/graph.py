@@ -75,6 +75,20 @@ class RunGraph:
     # ``scenarios``' deferred all-reduces and order, once worked out, with the activities they are of
     deferred: tuple[pl.DataFrame, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(
         default=None, repr=False, compare=False)
+    # each edge's node, once worked out, with the edges' pointers it is of
+    _edge_nodes: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def edge_nodes(self, g: Graph | None = None) -> np.ndarray:
+        """The node of each edge of ``g`` (default: :attr:`graph`; a what-if's, which may share its edges), the
+        CSR's rows spelled out: worked out once for the graph's edges, which every what-if reads."""
+        g = self.graph if g is None else g
+        held = self._edge_nodes
+        if held is None or held[0] is not g.pred_ptr:
+            held = (g.pred_ptr, np.repeat(np.arange(g.n), np.diff(g.pred_ptr)))
+            held[1].flags.writeable = False  # shared: read, never written
+            if g.pred_ptr is self.graph.pred_ptr:
+                self._edge_nodes = held
+        return held[1]
 
 
 def build(ops: pl.DataFrame, waits: pl.DataFrame | None = None) -> RunGraph:

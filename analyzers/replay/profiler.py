@@ -27,7 +27,7 @@ TOLERANCE = 0.001  # a replayed median step this close to the untraced one (a sh
 def cpu_scaled(rg: RunGraph, factor: float) -> Graph:
     """``rg``'s graph with the CPU's own time before every launch call scaled by ``factor`` (module doc)."""
     g = rg.graph
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     cpu = np.isin(rg.edge_kind, (CHAIN, BLOCKED)) & (node >= rg.n_ops)
     lag = g.pred_lag.copy()
     lag[cpu] = np.round(lag[cpu] * factor).astype(np.int64)

@@ -45,7 +45,7 @@ def without_idle(rg: RunGraph, named: pl.DataFrame) -> Graph:
     """No CPU time between launches (module doc); ``named``: each step's straggler (``run_id``, ``step``,
     ``rank``), whose launches in that step keep their lags (on a launch-bound run, its pauses alone)."""
     g = rg.graph
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     cpu = np.isin(rg.edge_kind, (CHAIN, BLOCKED)) & (node >= rg.n_ops)
     calls = rg.ops.select("run_id", "rank", "step")[rg.launch_op]  # the columns first: a gather of three
     # a rank's first launch of a step keeps its lag: the step begins when it began (its time is measured from

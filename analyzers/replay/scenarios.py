@@ -39,7 +39,7 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     g = replace(g, pred_lag=moved_cpu(rg, g.pred_lag, deferred))
     order = np.full(n, -1, np.int64)
     order[launched] = np.arange(len(launched))
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     pred = g.pred_idx
     # an inferred dependency on an activity that now runs later contradicts that order; a CPU blocked until a
     # deferred all-reduce ended would not have waited for it (it was not yet launched)
@@ -123,7 +123,7 @@ def _deferrable(rg: RunGraph, frame: pl.DataFrame) -> np.ndarray:
     waits for it (a stream or recorded dependency; an inferred one is a guess), the last taken again until none
     changes."""
     n, g = rg.n_ops, rg.graph
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     edge = ((rg.edge_kind == STREAM) | (rg.edge_kind == RECORDED)) & (node < n) & (g.pred_idx < n)
     src, dst = g.pred_idx[edge], node[edge]
     call = np.full(n, -1, np.int64)

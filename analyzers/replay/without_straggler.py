@@ -52,7 +52,7 @@ def without_stragglers(rg: RunGraph, named: pl.DataFrame) -> Graph:
     if named.is_empty():
         return g
     lag = g.pred_lag.copy()
-    node = np.repeat(np.arange(g.n), np.diff(g.pred_ptr))
+    node = rg.edge_nodes(g)
     chain = np.flatnonzero(rg.edge_kind == CHAIN)
     slot = np.full(len(rg.launch_op), -1, np.int64)
     slot[node[chain] - rg.n_ops] = chain
