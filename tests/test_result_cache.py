@@ -140,6 +140,7 @@ def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
     memo.labels_served()
     with monkeypatch.context() as patch:
         patch.setattr(request_module, "label_by_rank", _no_labelling)
+        patch.setattr(request_module, "scratch", lambda: _no_labelling())  # served: no working folder made
         ranked = ranks_verdict.ranked_run(req, paths, None, by_rank=True).result  # `ranks` after `detect`
         assert len(memo.labels_served()) == 1
         assert json.dumps(ranked.to_dict(), sort_keys=True) == json.dumps(computed.to_dict(), sort_keys=True)

@@ -88,7 +88,7 @@ class Request:
             asked = {"threshold": self.threshold, "single_trace": self.single_trace, "hta_compat": self.hta_compat,
                      "top": top}
             k = reused.key(shards, self.baseline or [], asked)
-        with scratch() as folder, (nullcontext(pool) if pool is not None else Pool(1)) as used:
+        with nullcontext(pool) if pool is not None else Pool(1) as used:
             got = reused.found(k)
             if got is not None and then is not None:
                 if sum(n for _, _, n in got.kept.stored.index) >= COMPILED_NODES:  # its passes loaded meanwhile
@@ -96,10 +96,13 @@ class Request:
                 then(got.result, replace(got.kept, mapper=mapper(used)))
                 return got.result
             import_detector()
-            how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder), then is not None)
-            if then is not None:
-                then = reused.keeping(k, then, reused.source(shards))
-            return label_by_rank(shards, how, pool=used, top=top, detector=detector, progress=progress, then=then)
+            with scratch() as folder:  # the labels' working files (none where they are served)
+                how = Settings(baseline, self.threshold, self.single_trace, self.hta_compat, Path(folder),
+                               then is not None)
+                if then is not None:
+                    then = reused.keeping(k, then, reused.source(shards))
+                return label_by_rank(shards, how, pool=used, top=top, detector=detector, progress=progress,
+                                     then=then)
 
     def label_all(self) -> tuple[Timeline, DetectResult]:
         """Every input as one timeline (what a report or a Chrome trace draws), labelled."""
