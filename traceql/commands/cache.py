@@ -60,9 +60,7 @@ def info() -> CacheInfo:
     """
     from traceql.labelling import memo
 
-    found = mirror.entries()
-    results = [e for e in found if e[0].name.startswith(memo.PREFIX)]
-    copies = [e for e in found if not e[0].name.startswith(memo.PREFIX)]
+    copies, results = _kinds(mirror.entries())
     return CacheInfo(mirror.folder(), mirror.enabled(), mirror.limit(), copies, results, memo.enabled())
 
 
@@ -72,11 +70,21 @@ def clear() -> tuple[int, int, int]:
     Returns:
         how many copies and how many results were removed, and their bytes.
     """
-    from traceql.labelling import memo
-
-    results = sum(1 for e in mirror.entries() if e[0].name.startswith(memo.PREFIX))
+    results = len(_kinds(mirror.entries())[1])
     n, nbytes = mirror.clear()
     return n - results, results, nbytes
+
+
+Entry = tuple[Path, int, float, str]
+
+
+def _kinds(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """The cache's entries (``mirror.entries``) as the copies of exports and the results kept (``labelling.memo``'s
+    folders)."""
+    from traceql.labelling import memo
+
+    results = [e for e in found if e[0].name.startswith(memo.PREFIX)]
+    return [e for e in found if not e[0].name.startswith(memo.PREFIX)], results
 
 
 
