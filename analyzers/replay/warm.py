@@ -5,6 +5,8 @@ replays (about 0.3 s of a process's first replay)."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import threading
 
 import numpy as np
@@ -17,14 +19,22 @@ _STARTED: list[threading.Thread] = []
 
 def warm() -> threading.Thread:
     """Start loading the compiled passes (once a process); the thread doing it. Each pass is called on an empty
-    graph with its arguments' types as a replay gives them, which loads that pass's code."""
+    graph with its arguments' types as a replay gives them, which loads that pass's code. A process that ends
+    first waits for it (numba's compiler is never left running while the interpreter shuts down); a failure is
+    left for the replay that calls the pass to meet and say."""
     if not _STARTED:
         _STARTED.append(threading.Thread(target=_load, name="traceql-warm", daemon=True))
         _STARTED[0].start()
+        atexit.register(_STARTED[0].join)
     return _STARTED[0]
 
 
 def _load() -> None:
+    with contextlib.suppress(Exception):
+        _passes()
+
+
+def _passes() -> None:
     none, flag = np.zeros(0, np.int64), np.zeros(0, np.bool_)
     arrays = [np.zeros(1, np.int64) for _ in range(9)]
     _pass(_in_place_pass, True)(none, *arrays, flag, False, 0, np.zeros(1, np.int64), np.zeros(1, np.int64))
