@@ -91,12 +91,7 @@ def in_trace_order(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: 
     lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, the nodes taken in ``order``; a
     collective's members (``group`` >= 0) end together, each ``tail`` after the last one's start. None where
     ``order`` does not put every predecessor first (or every member of a collective before what follows one)."""
-    local, g_ptr, _ = _groups(group)
-    m = len(floor)
-    start, end = np.zeros(m, np.int64), np.zeros(m, np.int64)
-    ok = _pass(_in_place_pass, wanted(m))(*_i64(order, floor, dur, in_ptr, in_src, in_lag, np.zeros(m), local, tail,
-                                                np.zeros(1)), np.ones(m, np.bool_), False, len(g_ptr) - 1, start, end)
-    return (start, end) if ok else None
+    return by_lanes(floor, dur, group, tail, in_ptr, in_src, in_lag, [np.asarray(order, np.int64)])
 
 
 def in_place(g: Any, order: np.ndarray, part: np.ndarray, active: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -107,54 +102,20 @@ def in_place(g: Any, order: np.ndarray, part: np.ndarray, active: np.ndarray, st
     put a live predecessor first (or a member of a collective before what follows one): then ``start``/``end``
     of active nodes hold nothing meaningful and the caller replays them another way."""
     walk = order[active[order]].astype(np.int64)
+    return in_lanes(g, walk, np.array([0, len(walk)], np.int64), part, active, start, end, fixed_end)
+
+
+def in_lanes(g: Any, walk: np.ndarray, l_ptr: np.ndarray, part: np.ndarray, active: np.ndarray, start: np.ndarray,
+             end: np.ndarray, fixed_end: np.ndarray | None) -> bool:
+    """:func:`in_place`'s pass with the nodes ``walk`` in lanes (``l_ptr``: where each begins), each taken in its
+    order, going on to the next lane where one waits for a node not yet done (a collective whose members on other
+    lanes have not started); False where every lane waits."""
     members = active & (g.group >= 0)
     n_groups = int(g.group.max()) + 1 if members.any() else 0
-    has_fixed = fixed_end is not None
     fixed = fixed_end if fixed_end is not None else np.zeros(1, np.int64)
-    return bool(_pass(_in_place_pass, wanted(len(walk)))(
-        walk, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed), active,
-        has_fixed, n_groups, start, end))
-
-
-def _in_place_pass(walk: np.ndarray, base: np.ndarray, dur: np.ndarray, ptr: np.ndarray,  # noqa: PLR0913
-                   idx: np.ndarray, lag: np.ndarray, part: np.ndarray, group: np.ndarray, tail: np.ndarray,
-                   fixed: np.ndarray, active: np.ndarray, has_fixed: bool, n_groups: int, start: np.ndarray,
-                   end: np.ndarray) -> bool:
-    n = base.shape[0]
-    done = np.zeros(n, np.bool_)
-    left = np.zeros(n_groups, np.int64)  # each collective's active members not yet started, then their list
-    for i in walk:
-        if group[i] >= 0:
-            left[group[i]] += 1
-    g_ptr = np.zeros(n_groups + 1, np.int64)
-    for grp in range(n_groups):
-        g_ptr[grp + 1] = g_ptr[grp] + left[grp]
-    fill = g_ptr[:-1].copy()
-    g_nodes = np.zeros(g_ptr[n_groups], np.int64)
-    for i in walk:
-        grp = group[i]
-        if grp >= 0:
-            g_nodes[fill[grp]] = i
-            fill[grp] += 1
-    for i in walk:
-        t = base[i]
-        for k in range(ptr[i], ptr[i + 1]):
-            p = idx[k]
-            if active[p] and part[p] == part[i]:
-                if not done[p]:
-                    return False
-                v = end[p] + lag[k]
-            elif has_fixed:
-                v = fixed[p] + lag[k]
-            else:
-                continue
-            if v > t:
-                t = v
-        if group[i] < 0:
-            start[i], end[i], done[i] = t, t + dur[i], True
-        else:
-            _started(i, t, group[i], tail, left, g_ptr, g_nodes, start, end, done)
-    return True
+    return bool(_pass(_lanes_pass, wanted(len(walk)))(
+        walk, l_ptr, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed),
+        active, fixed_end is not None, n_groups, start, end))
 
 
 def bound_edges(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray, start: np.ndarray,
@@ -206,27 +167,45 @@ def _bound_pass(total: int, node: np.ndarray, pred: np.ndarray, lag: np.ndarray,
 
 def by_lanes(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray, in_ptr: np.ndarray,
              in_src: np.ndarray, in_lag: np.ndarray, lanes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The pass a lane at a time, each in its own order (``Graph.lane_place``), going on to the next lane where
-    one waits for a collective whose members on other lanes have not started; None where every lane waits (a
-    cycle)."""
-    local, g_ptr, by_group = _groups(group)
+    """Every node's start and end (local numbering): each starts at ``floor`` or at its predecessors' ends plus
+    lags (CSR: ``in_ptr``, ``in_src``, ``in_lag``), whichever is latest, a lane at a time, each in its own order
+    (``lanes``; one lane: the trace's order), going on to the next lane where one waits for a collective whose
+    members on other lanes have not started; a collective's members (``group`` >= 0) end together, each ``tail``
+    after the last one's start. None where every lane waits (a cycle, or an order that does not serve)."""
+    m = len(floor)
+    local, g_ptr, _ = _groups(group)
     l_ptr = np.zeros(len(lanes) + 1, np.int64)
     np.cumsum([len(x) for x in lanes], out=l_ptr[1:])
-    flat = np.concatenate(lanes).astype(np.int64) if lanes else np.zeros(0, np.int64)
-    floor, dur, tail, in_ptr, in_src, in_lag = _i64(floor, dur, tail, in_ptr, in_src, in_lag)
-    start, end, ok = _pass(_lanes_pass, wanted(len(floor)))(floor, dur, local, tail, in_ptr, in_src, in_lag, l_ptr,
-                                                            flat, g_ptr, by_group)
+    walk = np.concatenate(lanes).astype(np.int64) if lanes else np.zeros(0, np.int64)
+    start, end = np.zeros(m, np.int64), np.zeros(m, np.int64)
+    ok = _pass(_lanes_pass, wanted(m))(walk, l_ptr, *_i64(floor, dur, in_ptr, in_src, in_lag, np.zeros(m), local,
+                                                          tail, np.zeros(1)), np.ones(m, np.bool_), False,
+                                       len(g_ptr) - 1, start, end)
     return (start, end) if ok else None
 
 
-def _lanes_pass(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.ndarray,
-                in_ptr: np.ndarray, in_src: np.ndarray, in_lag: np.ndarray, l_ptr: np.ndarray, l_nodes: np.ndarray,
-                g_ptr: np.ndarray, g_nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    m = floor.shape[0]
-    start = np.zeros(m, np.int64)
-    end = np.zeros(m, np.int64)
-    done = np.zeros(m, np.bool_)
-    left = g_ptr[1:] - g_ptr[:-1]
+def _lanes_pass(walk: np.ndarray, l_ptr: np.ndarray, base: np.ndarray, dur: np.ndarray,  # noqa: PLR0913
+                ptr: np.ndarray, idx: np.ndarray, lag: np.ndarray, part: np.ndarray, group: np.ndarray,
+                tail: np.ndarray, fixed: np.ndarray, active: np.ndarray, has_fixed: bool, n_groups: int,
+                start: np.ndarray, end: np.ndarray) -> bool:
+    """Every pass: the nodes of ``walk`` a lane at a time (``l_ptr``), each part on its own (a predecessor in
+    another part, or not ``active``, at its ``fixed`` end where ``has_fixed``); False where every lane waits."""
+    n = base.shape[0]
+    done = np.zeros(n, np.bool_)
+    left = np.zeros(n_groups, np.int64)  # each collective's active members not yet started, then their list
+    for i in walk:
+        if group[i] >= 0:
+            left[group[i]] += 1
+    g_ptr = np.zeros(n_groups + 1, np.int64)
+    for grp in range(n_groups):
+        g_ptr[grp + 1] = g_ptr[grp] + left[grp]
+    fill = g_ptr[:-1].copy()
+    g_nodes = np.zeros(g_ptr[n_groups], np.int64)
+    for i in walk:
+        grp = group[i]
+        if grp >= 0:
+            g_nodes[fill[grp]] = i
+            fill[grp] += 1
     n_lanes = l_ptr.shape[0] - 1
     cursors = l_ptr[:-1].copy()
     moved = True
@@ -236,15 +215,20 @@ def _lanes_pass(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.
             c = cursors[li]
             stop = l_ptr[li + 1]
             while c < stop:
-                i = l_nodes[c]
-                t = floor[i]
+                i = walk[c]
+                t = base[i]
                 ready = True
-                for k in range(in_ptr[i], in_ptr[i + 1]):
-                    p = in_src[k]
-                    if not done[p]:
-                        ready = False
-                        break
-                    v = end[p] + in_lag[k]
+                for k in range(ptr[i], ptr[i + 1]):
+                    p = idx[k]
+                    if active[p] and part[p] == part[i]:
+                        if not done[p]:
+                            ready = False
+                            break
+                        v = end[p] + lag[k]
+                    elif has_fixed:
+                        v = fixed[p] + lag[k]
+                    else:
+                        continue
                     if v > t:
                         t = v
                 if not ready:
@@ -257,8 +241,7 @@ def _lanes_pass(floor: np.ndarray, dur: np.ndarray, group: np.ndarray, tail: np.
             if c != cursors[li]:
                 cursors[li] = c
                 moved = True
-    ok = True
     for li in range(n_lanes):
         if cursors[li] < l_ptr[li + 1]:
-            ok = False
-    return start, end, ok
+            return False
+    return True

@@ -1,4 +1,4 @@
-"""The compiled passes (``compiled``, ``lanes``) loaded ahead of a large replay, on a thread of their own: numba
+"""The compiled passes (``compiled``) loaded ahead of a large replay, on a thread of their own: numba
 imported and each pass's machine code read from its cache (or compiled) while the command does other work
 (say, names a run's stragglers from its labels, kept in the cache), instead of in the first windows it
 replays (about 0.3 s of a process's first replay)."""
@@ -11,8 +11,7 @@ import threading
 
 import numpy as np
 
-from traceql.analyzers.replay.compiled import _bound_pass, _in_place_pass, _pass
-from traceql.analyzers.replay.lanes import _lanes_in_place
+from traceql.analyzers.replay.compiled import _bound_pass, _lanes_pass, _pass
 
 _STARTED: list[threading.Thread] = []
 
@@ -37,7 +36,6 @@ def _load() -> None:
 def _passes() -> None:
     none, flag = np.zeros(0, np.int64), np.zeros(0, np.bool_)
     arrays = [np.zeros(1, np.int64) for _ in range(9)]
-    _pass(_in_place_pass, True)(none, *arrays, flag, False, 0, np.zeros(1, np.int64), np.zeros(1, np.int64))
-    _pass(_lanes_in_place, True)(none, np.zeros(1, np.int64), *arrays, flag, False, 0, np.zeros(1, np.int64),
-                                 np.zeros(1, np.int64))
+    _pass(_lanes_pass, True)(none, np.zeros(1, np.int64), *arrays, flag, False, 0, np.zeros(1, np.int64),
+                             np.zeros(1, np.int64))
     _pass(_bound_pass, True)(0, none, none, none, none, none)

@@ -205,7 +205,7 @@ def test_the_passes_loaded_ahead_are_those_a_replay_calls(monkeypatch: pytest.Mo
 
     warm.warm().join()
     loaded = {name: fn.signatures for name, fn in compiled._COMPILED.items() if name != "_started"}
-    assert set(loaded) == {"_in_place_pass", "_lanes_in_place", "_bound_pass"}
+    assert set(loaded) == {"_lanes_pass", "_bound_pass"}
     _compile_all(monkeypatch, True)
     assert whatif(RUNS / "gpt2-4rank-straggler-nsys").steps.height == 5
     after = {name: compiled._COMPILED[name].signatures for name in loaded}
