@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceql.analyzers.replay.compiled import by_lanes, in_place, in_trace_order
-from traceql.analyzers.replay.lanes import by_lane_order
+from traceql.analyzers.replay.compiled import by_lanes, in_lanes, in_place, in_trace_order
 
 NEVER = np.iinfo(np.int64).min // 4  # no lower bound
 
@@ -71,8 +70,8 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
     start = np.zeros(n, np.int64) if fixed is None else fixed.start.copy()
     end = np.zeros(n, np.int64) if fixed is None else fixed.end.copy()
     fixed_end = None if fixed is None else fixed.end
-    if g.lane is not None and g.lane_place is not None:  # an order of each lane known (``lanes``)
-        if by_lane_order(g, part, active, start, end, fixed_end):
+    if g.lane is not None and g.lane_place is not None:  # each rank's order known (a serialized what-if's)
+        if in_lanes(g, *_lane_walk(g, active), part, active, start, end, fixed_end):
             return Replayed(start, end, 0)
     elif in_place(g, g.order, part, active, start, end, fixed_end):
         return Replayed(start, end, 0)  # the trace's order served: no cycle, no batch
@@ -86,6 +85,18 @@ def replay(g: Graph, part: np.ndarray | None = None, fixed: Replayed | None = No
     for batch in batches:
         forced += _replay_nodes(g, part, batch, start, end, fixed_end, pos, local)
     return Replayed(start, end, forced)
+
+
+def _lane_walk(g: Graph, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``active`` nodes of a graph that knows each lane's order (``lane``, ``lane_place``: each rank runs its
+    activities one at a time, not in the trace's order), a lane after another, each in its order, and where each
+    lane begins: the pass over the graph itself (a copy of its edges a batch at a time costs several times it)."""
+    lane, place = np.asarray(g.lane, np.int64), np.asarray(g.lane_place, np.int64)
+    by_place = np.empty(len(place), np.int64)
+    by_place[place] = np.arange(len(place))  # the nodes in their places' order (a permutation)
+    by_place = by_place[active[by_place]]
+    walk = by_place[np.argsort(lane[by_place], kind="stable")]
+    return walk, np.r_[0, np.flatnonzero(np.diff(lane[walk])) + 1, len(walk)].astype(np.int64)
 
 
 def _batches(part: np.ndarray, active: np.ndarray) -> list[np.ndarray]:
