@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -26,6 +27,11 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # answered: a copy still pending must not kill the exit
         sys.stderr.write("error: interrupted\n")
         sys.exit(INTERRUPTED)
+    finally:
+        # what the command made is left as it is: the interpreter's last collections at exit would walk every
+        # object it still holds (a large run's: 0.3-0.4 s, a tenth of a later command), to free what the
+        # system takes back anyway
+        gc.freeze()
 
 
 if __name__ == "__main__":
