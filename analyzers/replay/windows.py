@@ -74,10 +74,20 @@ def plan(ops: pl.LazyFrame, size: int | None = None, min_steps: int | None = Non
     """The windows of ``ops`` (activities, ``graph.OP_COLUMNS``): per run, as few as hold about ``size``
     activities of normal steps each (default :data:`WINDOW`), but ``min_steps`` steps at least (default
     :data:`MIN_STEPS`), cut where the activity is even."""
+    return _cut(_per_step(ops), size, min_steps)
+
+
+def _per_step(ops: pl.LazyFrame) -> pl.DataFrame:
+    """Each normal step of ``ops`` (``run_id``, ``step``, sorted) and its activities (``n``): what a plan is cut
+    from (one scan of a run's stored files for every plan of a replay)."""
+    return (ops.filter(pl.col("step_kind") == "sync").group_by("run_id", "step").agg(pl.len().alias("n"))
+            .sort("run_id", "step").collect())
+
+
+def _cut(per: pl.DataFrame, size: int | None, min_steps: int | None) -> list[Window]:
+    """:func:`plan` of the steps ``per`` (:func:`_per_step`)."""
     size = WINDOW if size is None else size
     min_steps = MIN_STEPS if min_steps is None else min_steps
-    per = (ops.filter(pl.col("step_kind") == "sync").group_by("run_id", "step").agg(pl.len().alias("n"))
-           .sort("run_id", "step").collect())
     out = []
     for (run_id,), counts in per.group_by("run_id", maintain_order=True):
         number = counts["step"].to_list()
@@ -186,11 +196,12 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     ``above`` normal steps is replayed in part (``sampling.choose``: its stragglers' windows and a sample of the
     others, about ``sampled`` steps, each step with its weight)."""
     lazy = ops.scan() if isinstance(ops, Stored) else ops.lazy()
-    cut = plan(lazy, size, min_steps)
+    per = _per_step(lazy)
+    cut = _cut(per, size, min_steps)
     weights = None
-    if sample is not None and _normal_steps(lazy) > sample[0]:  # windows of a few steps each, a sample of them
-        small = plan(lazy, 1, min_steps)
-        weights = _sample(lazy, small, options.get("stragglers"), sample)
+    if sample is not None and _normal_steps(per) > sample[0]:  # windows of a few steps each, a sample of them
+        small = _cut(per, 1, min_steps)
+        weights = _sample(per, small, options.get("stragglers"), sample)
         if weights is not None:
             cut = [small[i] for i, _ in weights]
     if len(cut) <= 1 and weights is None:  # one replay of them all
@@ -204,14 +215,15 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
 
 
-def _sample(ops: pl.LazyFrame, cut: list[Window], named: pl.DataFrame | None,
+def _sample(per: pl.DataFrame, cut: list[Window], named: pl.DataFrame | None,
             sample: tuple[int, int]) -> list[tuple[int, float]] | None:
-    """The windows of ``cut`` to replay and their steps' weights (``sampling.choose``); None where every one is."""
-    normal = ops.filter(pl.col("step_kind") == "sync").select("run_id", "step").unique().collect()
+    """The windows of ``cut`` (of the steps ``per``: :func:`_per_step`) to replay and their steps' weights
+    (``sampling.choose``); None where every one is."""
+    steps = {str(run): part["step"].to_numpy() for (run,), part in per.group_by("run_id")}  # sorted: _per_step
     counts = {}
     for w in cut:
-        mine = normal.filter((pl.col("run_id") == w.run_id) & pl.col("step").is_between(w.first, w.last))
-        counts[(w.run_id, w.first)] = max(mine.height, 1)
+        mine = steps[w.run_id]
+        counts[(w.run_id, w.first)] = max(int(mine.searchsorted(w.last, "right") - mine.searchsorted(w.first)), 1)
     held = set() if named is None else {(str(r), int(s)) for r, s in named.select("run_id", "step").iter_rows()}
     chosen = sampling.choose(cut, counts, held, *sample)
     replayed = sum(counts[(cut[i].run_id, cut[i].first)] for i in chosen)
@@ -220,7 +232,6 @@ def _sample(ops: pl.LazyFrame, cut: list[Window], named: pl.DataFrame | None,
     return sorted(chosen.items())
 
 
-def _normal_steps(ops: pl.LazyFrame) -> int:
-    """The most normal steps a run of ``ops`` has."""
-    per = ops.filter(pl.col("step_kind") == "sync").group_by("run_id").agg(pl.col("step").n_unique().alias("n"))
-    return int(per.select(pl.col("n").max()).collect().item() or 0)
+def _normal_steps(per: pl.DataFrame) -> int:
+    """The most normal steps a run has (``per``: :func:`_per_step`)."""
+    return int(per.group_by("run_id").len().select(pl.col("len").max()).item() or 0) if per.height else 0
