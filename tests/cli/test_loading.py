@@ -34,3 +34,22 @@ def test_libraries_not_installed_are_passed_over() -> None:
     name if it needs it; the others load."""
     loading.load(["numpy", "no_such_library_here"])
     assert "numpy" in sys.modules and "no_such_library_here" not in sys.modules
+
+
+def test_a_command_leaves_what_it_made_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a command made is frozen when it ends, so that the interpreter's last collections at exit do not walk
+    it (a large run's objects: a tenth of a later command); a command that failed too."""
+    import gc  # noqa: PLC0415
+
+    from traceql.__main__ import main  # noqa: PLC0415
+
+    for argv, code in ((["traceql", "--help"], 0), (["traceql", "--no-such-option"], 2)):
+        monkeypatch.setattr(sys, "argv", argv)
+        gc.unfreeze()
+        try:
+            with pytest.raises(SystemExit) as ended:
+                main()
+            assert ended.value.code == code
+            assert gc.get_freeze_count() > 0
+        finally:
+            gc.unfreeze()
