@@ -110,8 +110,7 @@ def in_lanes(g: Any, walk: np.ndarray, l_ptr: np.ndarray, part: np.ndarray, acti
     """:func:`in_place`'s pass with the nodes ``walk`` in lanes (``l_ptr``: where each begins), each taken in its
     order, going on to the next lane where one waits for a node not yet done (a collective whose members on other
     lanes have not started); False where every lane waits."""
-    members = active & (g.group >= 0)
-    n_groups = int(g.group.max()) + 1 if members.any() else 0
+    n_groups = int(g.group.max()) + 1 if len(g.group) else 0  # the pass counts the active members itself
     fixed = fixed_end if fixed_end is not None else np.zeros(1, np.int64)
     return bool(_pass(_lanes_pass, wanted(len(walk)))(
         walk, l_ptr, *_i64(g.base, g.dur, g.pred_ptr, g.pred_idx, g.pred_lag, part, g.group, g.tail, fixed),

@@ -219,7 +219,8 @@ def _sample(per: pl.DataFrame, cut: list[Window], named: pl.DataFrame | None,
             sample: tuple[int, int]) -> list[tuple[int, float]] | None:
     """The windows of ``cut`` (of the steps ``per``: :func:`_per_step`) to replay and their steps' weights
     (``sampling.choose``); None where every one is."""
-    steps = {str(run): part["step"].to_numpy() for (run,), part in per.group_by("run_id")}  # sorted: _per_step
+    steps = {str(run): part["step"].to_numpy()  # sorted (_per_step), each run in its order
+             for (run,), part in per.group_by("run_id", maintain_order=True)}
     counts = {}
     for w in cut:
         mine = steps[w.run_id]

@@ -87,7 +87,6 @@ def _kinds(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
     return [e for e in found if not e[0].name.startswith(memo.PREFIX)], results
 
 
-
 @dataclass
 class Served:
     """When what a command was served from the cache was computed (seconds since the epoch): whole results
