@@ -7,18 +7,25 @@ import os
 import signal
 import sys
 
+from traceql.analyzers.machine import cores  # light: no polars
 from traceql.errors import INTERRUPTED  # light: the package itself loads it
 
-# polars' allocator (jemalloc) keeps freed pages for 10 s by default; a command that reads a trace into
-# frames and drops them step by step would hold them all. A quarter second returns them soon enough (a
-# decay of 0 gives each page back at once and costs a third more time on a large run). Read by polars
-# when it loads, so set first.
-JEMALLOC = "dirty_decay_ms:250,muzzy_decay_ms:250"
+# polars' allocator (jemalloc) gives freed pages back to the system half a second after they are freed, and
+# a run read a part at a time takes them again at once: two million page faults, five seconds of system
+# time, in a `detect` of 1.9 M kernels on 2 cores. One arena for two cores lets every thread reuse what the
+# others freed, and a second's delay lets the next part reuse what the last one dropped: 0.90x the time at the
+# same peak (docs/scale.md). Read by polars when it loads, so set first; the user's own setting wins.
+JEMALLOC = "narenas:{arenas},dirty_decay_ms:1000,muzzy_decay_ms:1000"
+
+
+def allocator_settings() -> str:
+    """What polars' allocator is told by the command line: one arena for every two cores it may run on."""
+    return JEMALLOC.format(arenas=max(1, cores() // 2))
 
 
 def main() -> None:
     """Load the command line and run it; a Ctrl-C while it loads is one line and exit 130, as later."""
-    os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC)
+    os.environ.setdefault("_RJEM_MALLOC_CONF", allocator_settings())
     try:
         from traceql.cli import app  # noqa: PLC0415 - loading it is what may be interrupted
 

@@ -53,3 +53,22 @@ def test_a_command_leaves_what_it_made_to_the_system(monkeypatch: pytest.MonkeyP
             assert gc.get_freeze_count() > 0
         finally:
             gc.unfreeze()
+
+
+@pytest.mark.parametrize("own", [None, "narenas:3"])
+def test_the_allocator_is_set_before_polars_loads_unless_the_user_set_it(own: str | None) -> None:
+    """polars reads its allocator's settings (``_RJEM_MALLOC_CONF``) once, when it loads, after its own
+    defaults: the command line's come after those, so they win, and a user's own setting is left as given."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"} | ({"_RJEM_MALLOC_CONF": own} if own
+                                                                              else {})
+    code = ("import os, sys\nsys.argv = ['traceql', '--help']\nfrom traceql.__main__ import allocator_settings, main\n"
+            "assert 'polars' not in sys.modules\ntry:\n    main()\nexcept SystemExit:\n    pass\nimport polars\n"
+            "print(os.environ['_RJEM_MALLOC_CONF'])\nprint(allocator_settings())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    told, ours = out.stdout.splitlines()[-2:]
+    assert ours.startswith("narenas:") and "dirty_decay_ms:1000" in ours
+    assert told.endswith(own or ours)  # after polars' own defaults: these win
+    assert (ours in told) == (own is None)
