@@ -51,7 +51,7 @@ def serialized(rg: RunGraph, cases: np.ndarray, baseline: np.ndarray, model: Com
     all_node = np.r_[node[keep], new_node]
     all_pred = np.r_[pred[keep], new_pred]
     all_lag = np.r_[g.pred_lag[keep], np.zeros(len(new_node), np.int64)]
-    o = np.lexsort((all_pred, all_node))
+    o = np.argsort(all_node * np.int64(g.n) + all_pred, kind="stable")  # by node, then predecessor: one key
     ptr = np.zeros(g.n + 1, np.int64)
     np.cumsum(np.bincount(all_node, minlength=g.n), out=ptr[1:])
     # a rank's calls in order, each launch before the activity it launched: every predecessor first
