@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from tests.paths import DDP_TRACE, ROOT, SINGLE_TRACE
+from traceql.analyzers import replay
 from traceql.analyzers.replay import windows
 from traceql.analyzers.replay.activities import activities
 from traceql.commands import detect as detect_command
@@ -73,7 +74,8 @@ def test_each_command_answers_the_same_from_its_kept_result(run: Path, cache: Pa
 @pytest.mark.parametrize("run", [DDP_TRACE, SINGLE_TRACE], ids=["rows-stored", "rows-in-memory"])
 def test_a_kept_detect_is_served_rows_and_all(run: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     computed = detect(run)
-    kept = 2 if run == DDP_TRACE else 1  # a run labelled a rank at a time keeps its labels too (``reused``)
+    # a run labelled a rank at a time keeps its labels too (``reused``), and its replay for `detect` and `ranks`
+    kept = 4 if run == DDP_TRACE else 1
     assert len(_results()) == kept
     monkeypatch.setattr(detect_command, "_labelled", _no_labelling)
     served = detect(run)
@@ -141,8 +143,9 @@ def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
     with monkeypatch.context() as patch:
         patch.setattr(request_module, "label_by_rank", _no_labelling)
         patch.setattr(request_module, "scratch", lambda: _no_labelling())  # served: no working folder made
+        memo.replays_served()
         ranked = ranks_verdict.ranked_run(req, paths, None, by_rank=True).result  # `ranks` after `detect`
-        assert len(memo.labels_served()) == 1
+        assert len(memo.labels_served()) == 1 and len(memo.replays_served()) == 1  # detect replayed it for ranks
         assert json.dumps(ranked.to_dict(), sort_keys=True) == json.dumps(computed.to_dict(), sort_keys=True)
         for entry in _results():  # `detect` after `ranks`: its own result gone, the labels kept
             if json.loads((entry / "manifest.json").read_text())["source"].startswith("detect:"):
@@ -159,6 +162,29 @@ def test_a_run_labelled_a_rank_at_a_time_is_labelled_once_for_its_replays(
     os.utime(export, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # rewritten, same bytes
     ranks_verdict.ranked_run(req, paths, None, by_rank=True)  # a file rewritten: labelled again
     assert not memo.labels_served()
+
+
+def test_ranks_replays_a_run_for_the_detect_that_follows(cache: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first of `ranks` and `detect` on a run labelled a rank at a time replays it both ways
+    (``verdicts.kept_replay``): `detect` after `ranks` replays nothing, and says the same as alone."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "datasets/runs/gpt2-4rank-straggler-nsys", run)
+    req = request(run)
+    (paths,) = req.runs()
+    monkeypatch.setenv(memo.OFF_ENV, "1")
+    alone = detect(run)
+    monkeypatch.delenv(memo.OFF_ENV)
+    memo.replays_served()
+    ranks_verdict.ranked_run(req, paths, None, by_rank=True)
+    assert not memo.replays_served()
+    with monkeypatch.context() as patch:
+        patch.setattr(replay, "windowed_modes", _no_labelling)  # no window replayed again
+        served = detect(run)
+    assert len(memo.replays_served()) == 1
+    for name in ("ranks", "steps", "critical", "causes", "held"):
+        assert getattr(served, name).equals(getattr(alone, name)), name
+    assert served.notes == alone.notes and served.kernels.equals(alone.kernels)
 
 
 def test_a_runs_stored_activities_are_kept_and_lent_in_the_scratch_folder(

@@ -12,7 +12,7 @@ from traceql.analyzers.replay.rebucket import bucket_shifts
 from traceql.analyzers.replay.run import STEPS, WAYS, WhatIf, steps
 from traceql.analyzers.replay.stored import Stored
 from traceql.analyzers.replay.waits import WAITS
-from traceql.analyzers.replay.windows import Mapper, windowed, with_cases
+from traceql.analyzers.replay.windows import Mapper, windowed, windowed_modes, with_cases
 
 __all__ = ["OP_COLUMNS", "OP_SCHEMA", "STEPS", "WAITS", "WAYS", "CommAlone", "Mapper", "Stored", "WhatIf",
-           "bucket_shifts", "steps", "windowed", "with_cases"]
+           "bucket_shifts", "steps", "windowed", "windowed_modes", "with_cases"]

@@ -11,8 +11,8 @@ a step's figure is what that step alone would have taken (a step without a case 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
@@ -73,32 +73,73 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
     matrix, ``alone``). ``untraced``: the run's untraced median step over its traced one, where it timed both:
     the steps replayed with the CPU's time calibrated to it (``profiler``), as they are (``untraced_ns``) and
     serialized (``untraced_serialized_ns``), and the factor (``cpu_factor``); null without."""
+    mode = {"stragglers": stragglers, "ways": ways, "replay_trace": replay_trace, "comm": comm, "untraced": untraced}
+    return steps_modes(ops, waits=waits, cases=cases, baseline=baseline, modes=[mode])[0]
+
+
+def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
+                baseline: pl.Series | None = None, modes: Sequence[Mapping[str, Any]] = ({},)) -> list[WhatIf]:
+    """:func:`steps` of ``ops`` asked several ways at once (``modes``: each :func:`steps`' other keyword
+    arguments), from one graph: a what-if's graph that does not depend on where the replay starts (all but the
+    one without idle) is made once for the modes that name the same stragglers. Each is what :func:`steps`
+    gives alone."""
     if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
-        return WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0)
+        return [WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0) for _ in modes]
     ops = ops.with_columns(
         (cases if cases is not None else pl.lit(False)).alias("_case"),
         (baseline if baseline is not None else pl.lit(None, pl.Float64)).alias("_base"))
     rg = build(ops, waits)
-    is_case = rg.ops["_case"].fill_null(False).to_numpy()
-    base = rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    shared = _Shared(rg, rg.ops["_case"].fill_null(False).to_numpy(),
+                     rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg))
+    return [_mode(shared, **mode) for mode in modes]
+
+
+@dataclass
+class _Shared:
+    """What the modes of :func:`steps_modes` share: the graph, its cases and baselines, its nodes' steps and the
+    what-ifs' graphs made so far (by name and the stragglers they were made for)."""
+
+    rg: RunGraph
+    is_case: np.ndarray
+    base: np.ndarray
+    part: np.ndarray
+    graphs: list[tuple[str, object, tuple[Graph, np.ndarray | None]]] = field(default_factory=list)
+
+    def graph(self, name: str, of: object,
+              make: Callable[[], tuple[Graph, np.ndarray | None]]) -> tuple[Graph, np.ndarray | None]:
+        """The what-if ``name``'s graph (and the steps it changes), made once for what it depends on beside the
+        graph (``of``: stragglers, equal frames; the collectives' speed, the same object)."""
+        for known, dep, got in self.graphs:
+            same = dep.equals(of) if isinstance(dep, pl.DataFrame) and isinstance(of, pl.DataFrame) else dep is of
+            if known == name and same:
+                return got
+        got = make()
+        self.graphs.append((name, of, got))
+        return got
+
+
+def _mode(sh: _Shared, stragglers: pl.DataFrame | None = None, ways: tuple[str, ...] = tuple(WAYS),
+          replay_trace: bool = True, comm: CommAlone | None = None, untraced: float | None = None) -> WhatIf:
+    """:func:`steps` of the graph ``sh`` asked one way."""
+    rg, is_case, base, part = sh.rg, sh.is_case, sh.base, sh.part
     named = stragglers if stragglers is not None else pl.DataFrame(schema={"run_id": pl.String, "step": pl.Int32,
                                                                            "rank": pl.Int32})
-    part = _parts(rg)
-    # each what-if, and the steps it changes (the others are as replayed)
-    make: dict[str, Callable[[], tuple[Graph, np.ndarray | None]]] = {
-        "without_straggler_ns": lambda: (without_stragglers(rg, named), _steps_of(rg, part, named)),
-        "without_contention_ns": lambda: (scenarios.without_contention(rg, is_case, base),
-                                          np.unique(part[:rg.n_ops][is_case])),
-        "serialized_ns": lambda: (scenarios.serialized(rg, is_case, base, comm), None),
-        "without_communication_ns": lambda: (removed.without_communication(rg), None),
-        "without_idle_ns": lambda: (removed.without_idle(rg, _costly(rg, named, done, is_case)), None),
-        "without_comm_cpu_ns": lambda: (scenarios.without_comm_cpu(rg), None),
+    # each what-if, and the steps it changes (the others are as replayed); the stragglers a graph depends on
+    make: dict[str, tuple[object, Callable[[], tuple[Graph, np.ndarray | None]]]] = {
+        "without_straggler_ns": (named, lambda: (without_stragglers(rg, named), _steps_of(rg, part, named))),
+        "without_contention_ns": (None, lambda: (scenarios.without_contention(rg, is_case, base),
+                                                 np.unique(part[:rg.n_ops][is_case]))),
+        "serialized_ns": (comm, lambda: (scenarios.serialized(rg, is_case, base, comm), None)),
+        "without_communication_ns": (None, lambda: (removed.without_communication(rg), None)),
+        "without_comm_cpu_ns": (None, lambda: (scenarios.without_comm_cpu(rg), None)),
     }
     whole = replay(rg.graph, part, rg.measured) if replay_trace else rg.measured
     done = {"replayed_ns": whole}
     for name in ways:
-        if name in make:
-            graph, changed = make[name]()
+        if name == "without_idle_ns":  # its graph depends on the replay: which stragglers cost their steps
+            done[name] = replay(removed.without_idle(rg, _costly(rg, named, done, is_case)), part, whole)
+        elif name in make:
+            graph, changed = sh.graph(name, *make[name])
             done[name] = replay(graph, part, whole, only=changed)
     factor = None
     if untraced is not None and {"untraced_ns", "untraced_serialized_ns"} & set(ways) and (part >= 0).any():

@@ -30,7 +30,7 @@ import polars as pl
 
 from traceql.analyzers.machine import threads
 from traceql.analyzers.replay import sampling
-from traceql.analyzers.replay.run import WhatIf, steps
+from traceql.analyzers.replay.run import WhatIf, steps_modes
 from traceql.analyzers.replay.stored import BEFORE_ALL, BUCKET, Stored, with_buckets
 from traceql.analyzers.threaded import in_order
 
@@ -105,12 +105,14 @@ def _cut(per: pl.DataFrame, size: int | None, min_steps: int | None) -> list[Win
 class Windowed:
     """What each window's replay is asked (``replay.steps``' options), where its activities come from (with
     their buckets), what is done to each window's activities once read (``prepare``: say, put them on their
-    run's clock) and, where they come without them, their cases (``cases``: :func:`with_cases`)."""
+    run's clock), where they come without them, their cases (``cases``: :func:`with_cases`), and the options of
+    other replays of the same windows from the same graphs (``also``)."""
 
     ops: pl.LazyFrame | Stored
     options: dict[str, Any]
     cases: pl.DataFrame | None = None
     prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+    also: tuple[dict[str, Any], ...] = ()  # other ways to replay the same windows (``run.steps_modes``)
 
     def read(self, w: Window) -> pl.DataFrame:
         ops = self.ops.window(w) if isinstance(self.ops, Stored) else self.ops.filter(w.holds()).collect()
@@ -131,21 +133,25 @@ def with_cases(ops: Frame, cases: pl.DataFrame | None) -> Frame:
     return joined.with_columns(pl.col("_case").fill_null(False))
 
 
-def window_steps(window: Window, job: Windowed) -> tuple[pl.DataFrame, tuple[int, ...]]:
-    """One window replayed (``replay.steps`` on its activities): its reported steps and its graph's counts."""
+def window_steps(window: Window, job: Windowed) -> list[tuple[pl.DataFrame, tuple[int, ...]]]:
+    """One window replayed (``replay.steps`` on its activities) as ``job`` asks and as each of its ``also``: its
+    reported steps and its graph's counts, each way."""
     ops = job.read(window)
-    options = dict(job.options)
-    named = options.pop("stragglers", None)
-    if named is not None:
-        named = named.filter(pl.col("run_id") == window.run_id, pl.col("step").is_between(window.first, window.last))
-    waits = options.pop("waits", None)
+    waits, modes = job.options.get("waits"), []
+    for options in (job.options, *job.also):  # the waits are the activities': the same every way
+        mode = {k: v for k, v in options.items() if k != "waits"}
+        named = mode.pop("stragglers", None)
+        if named is not None:
+            named = named.filter(pl.col("run_id") == window.run_id,
+                                 pl.col("step").is_between(window.first, window.last))
+        modes.append({**mode, "stragglers": named})
     if waits is not None:
         waits = waits.filter(pl.col("run_id") == window.run_id)
-    got = steps(ops, waits=waits, cases=ops["_case"] if "_case" in ops.columns else None,
-                baseline=ops["_base"] if "_base" in ops.columns else None, stragglers=named, **options)
-    mine = got.steps.filter(pl.col("step").is_between(window.first, window.last))
+    got = steps_modes(ops, waits=waits, cases=ops["_case"] if "_case" in ops.columns else None,
+                      baseline=ops["_base"] if "_base" in ops.columns else None, modes=modes)
     own = ops.height - int(ops.select(window.before().sum()).item())
-    return mine, (got.recorded, got.inferred, got.unexplained, got.forced, own, got.disordered)
+    return [(one.steps.filter(pl.col("step").is_between(window.first, window.last)),
+             (one.recorded, one.inferred, one.unexplained, one.forced, own, one.disordered)) for one in got]
 
 
 Mapper = Callable[[Callable[[Window, Windowed], Any], list[Window], Windowed], Iterable[Any]]
@@ -163,25 +169,32 @@ def _threaded(fn: Callable[[Window, Windowed], Any], items: list[Window], job: W
 
 
 def by_window(cut: list[Window], job: Windowed, mapper: Mapper | None = None,
-              weights: list[tuple[int, float]] | None = None) -> tuple[pl.DataFrame, list[int]]:
+              weights: list[tuple[int, float]] | None = None) -> list[tuple[pl.DataFrame, list[int]]]:
     """Every window of ``cut`` replayed as ``job`` says (its options: ``replay.steps``' keyword arguments but the
-    cases and baselines, which are the activities' ``_case`` and ``_base``), two at a time on threads here
-    where the windows allow it (module doc), else one after another, or through ``mapper`` (``mapper(fn,
-    windows, job)`` yields ``fn(window, job)`` for each, in order); the steps and the summed counts
-    (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan and
-    its steps' weight, ``sampling``), the steps carry them."""
-    frames, counts = [], [0] * 6
-    for i, (frame, got) in enumerate((mapper or _threaded)(window_steps, cut, job)):
-        if weights is not None:
-            frame = frame.with_columns(pl.lit(weights[i][0], pl.Int32).alias(sampling.WINDOW),
-                                       pl.lit(weights[i][1], pl.Float64).alias(sampling.WEIGHT))
-        frames.append(frame)
-        counts = [a + b for a, b in zip(counts, got, strict=True)]
-    steps = pl.concat(frames)
+    cases and baselines, which are the activities' ``_case`` and ``_base``; and each of its ``also``), two at a
+    time on threads here where the windows allow it (module doc), else one after another, or through ``mapper``
+    (``mapper(fn, windows, job)`` yields ``fn(window, job)`` for each, in order); each way, the steps and the
+    summed counts (``replay.WhatIf``'s). With ``weights`` (per window of ``cut``: its index in the run's plan
+    and its steps' weight, ``sampling``), the steps carry them."""
+    ways = 1 + len(job.also)
+    frames: list[list[pl.DataFrame]] = [[] for _ in range(ways)]
+    counts = [[0] * 6 for _ in range(ways)]
+    for i, got in enumerate((mapper or _threaded)(window_steps, cut, job)):
+        for way, (frame, count) in enumerate(got):
+            if weights is not None:
+                frame = frame.with_columns(pl.lit(weights[i][0], pl.Int32).alias(sampling.WINDOW),
+                                           pl.lit(weights[i][1], pl.Float64).alias(sampling.WEIGHT))
+            frames[way].append(frame)
+            counts[way] = [a + b for a, b in zip(counts[way], count, strict=True)]
+    return [(_firsts(pl.concat(f)), c) for f, c in zip(frames, counts, strict=True)]
+
+
+def _firsts(steps: pl.DataFrame) -> pl.DataFrame:
+    """The steps of every window, each run's first marked, sorted."""
     first = steps.group_by("run_id").agg(pl.col("step").min().alias("_first"))
     steps = steps.join(first, on="run_id", how="left").with_columns((pl.col("step") == pl.col("_first"))
                                                                     .alias("first")).drop("_first")
-    return steps.sort("run_id", "step"), counts
+    return steps.sort("run_id", "step")
 
 
 def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: int | None = None,
@@ -195,24 +208,54 @@ def windowed(ops: pl.DataFrame | Stored, *, size: int | None = None, min_steps: 
     ``options``: ``run.steps``' other arguments. With ``sample`` (``(above, sampled)``), a run of more than
     ``above`` normal steps is replayed in part (``sampling.choose``: its stragglers' windows and a sample of the
     others, about ``sampled`` steps, each step with its weight)."""
+    got = windowed_modes(ops, [{**options, "sample": sample}], size=size, min_steps=min_steps, mapper=mapper,
+                         cases=cases, prepare=prepare)[0]
+    assert got is not None  # the first way is always replayed
+    return got
+
+
+def windowed_modes(ops: pl.DataFrame | Stored, modes: list[dict[str, Any]], *, size: int | None = None,
+                   min_steps: int | None = None, mapper: Mapper | None = None, cases: pl.DataFrame | None = None,
+                   prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> list[WhatIf | None]:
+    """:func:`windowed` of ``ops`` asked several ways (``modes``: each its ``sample`` and other options; their
+    ``waits`` the first's), each window read once and each what-if's graph made once where the ways share it
+    (``run.steps_modes``); each as :func:`windowed` gives it alone. A way whose windows are not the first's (a
+    sample of steps where the first replays all, or another sample) is not replayed: None."""
     lazy = ops.scan() if isinstance(ops, Stored) else ops.lazy()
     per = _per_step(lazy)
-    cut = _cut(per, size, min_steps)
-    weights = None
-    if sample is not None and _normal_steps(per) > sample[0]:  # windows of a few steps each, a sample of them
-        small = _cut(per, 1, min_steps)
-        weights = _sample(per, small, options.get("stragglers"), sample)
-        if weights is not None:
-            cut = [small[i] for i, _ in weights]
+    plans = [_plan(per, size, min_steps, mode.get("sample"), mode.get("stragglers")) for mode in modes]
+    cut, weights = plans[0]
+    same = [i for i, plan in enumerate(plans) if plan == plans[0]]
+    asked = [{k: v for k, v in modes[i].items() if k != "sample"} for i in same]
+    out: list[WhatIf | None] = [None] * len(modes)
     if len(cut) <= 1 and weights is None:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
-        return steps(frame, cases=frame["_case"] if "_case" in frame.columns else None,
-                     baseline=frame["_base"] if "_base" in frame.columns else None, **options)
-    job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, options, cases, prepare)
-    frame, counts = by_window(cut, job, mapper, weights)
-    recorded, inferred, unexplained, forced, activities, disordered = counts
-    return WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
+        waits = asked[0].get("waits")
+        got = steps_modes(frame, waits=waits, cases=frame["_case"] if "_case" in frame.columns else None,
+                          baseline=frame["_base"] if "_base" in frame.columns else None,
+                          modes=[{k: v for k, v in a.items() if k != "waits"} for a in asked])
+        for i, one in zip(same, got, strict=True):
+            out[i] = one
+        return out
+    job = Windowed(with_buckets(ops).lazy() if isinstance(ops, pl.DataFrame) else ops, asked[0], cases, prepare,
+                   tuple(asked[1:]))
+    for i, (frame, counts) in zip(same, by_window(cut, job, mapper, weights), strict=True):
+        recorded, inferred, unexplained, forced, activities, disordered = counts
+        out[i] = WhatIf(frame, recorded, inferred, unexplained, forced, activities, disordered)
+    return out
+
+
+def _plan(per: pl.DataFrame, size: int | None, min_steps: int | None, sample: tuple[int, int] | None,
+          named: pl.DataFrame | None) -> tuple[list[Window], list[tuple[int, float]] | None]:
+    """The windows a replay of the steps ``per`` is cut into and, where it is a sample (``sample``: ``(above,
+    sampled)``, :func:`windowed`; ``named``: the stragglers, whose windows are all replayed), their weights."""
+    cut = _cut(per, size, min_steps)
+    if sample is None or _normal_steps(per) <= sample[0]:
+        return cut, None
+    small = _cut(per, 1, min_steps)  # windows of a few steps each, a sample of them
+    weights = _sample(per, small, named, sample)
+    return ([small[i] for i, _ in weights], weights) if weights is not None else (cut, None)
 
 
 def _sample(per: pl.DataFrame, cut: list[Window], named: pl.DataFrame | None,

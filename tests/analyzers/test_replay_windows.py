@@ -144,3 +144,32 @@ def test_a_window_that_fails_on_a_thread_fails_the_replay(monkeypatch: pytest.Mo
     with pytest.raises(ValueError, match="window 3"):
         next(got)
     assert max(done) <= 5  # the windows after it were never begun, but the one or two already running
+
+
+def _ways_of(path) -> tuple[pl.DataFrame, dict, dict]:
+    """``path``'s run as the replay reads it, and two ways of replaying it: `detect`'s (from the trace as it was,
+    its stragglers) and `ranks`' (from the trace as replayed, every what-if, those stragglers but the first)."""
+    req = request(path)
+    timeline, labelled = req.label(req.runs()[0], None)
+    ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    named = named_stragglers(ops.filter(pl.col("kind") == "comm"))[0].select("run_id", "step", "rank")
+    assert named.height >= 2
+    measured = {"waits": timeline.waits, "stragglers": named, "ways": WAYS, "replay_trace": False}
+    replayed = {"waits": timeline.waits, "stragglers": named.slice(1),
+                "ways": tuple(replay.WAYS), "replay_trace": True}
+    return ops, measured, replayed
+
+
+@pytest.mark.parametrize("size", [1, None], ids=["windows of two steps", "one window"])
+def test_two_ways_replayed_from_one_read_give_what_each_gives_alone(size: int | None) -> None:
+    ops, measured, replayed = _ways_of(RUNS / "gpt2-4rank-straggler-nsys")
+    both = windows.windowed_modes(ops, [measured, replayed], size=size, min_steps=2)
+    for got, way in zip(both, (measured, replayed), strict=True):
+        alone = replay.windowed(ops, size=size, min_steps=2, **way)
+        assert got is not None and got.steps.equals(alone.steps)
+        assert (got.recorded, got.inferred, got.forced, got.activities) == \
+            (alone.recorded, alone.inferred, alone.forced, alone.activities)
+    # the two differ where the ways do: the stragglers each names, the what-ifs each asks
+    assert not both[0].steps["without_straggler_ns"].equals(both[1].steps["without_straggler_ns"])
+    assert both[0].steps["serialized_ns"].is_null().all() and both[1].steps["serialized_ns"].is_not_null().all()
+

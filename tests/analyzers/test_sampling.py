@@ -15,7 +15,7 @@ import pytest
 from tests.paths import ROOT, RUNS
 from traceql.analyzers import replay
 from traceql.analyzers.causes import ranking, sentence
-from traceql.analyzers.replay import sampling
+from traceql.analyzers.replay import sampling, windows
 from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.request import request
 from traceql.verdicts.pricing import WAYS, critical_of, named_stragglers
@@ -81,6 +81,23 @@ def test_sampled_causes_are_within_their_error_of_the_full_replay(longer: dict[s
         crit_full, crit_part = critical_of(full.steps, lost), critical_of(part.steps, lost)
         assert crit_full["lost_ns"].equals(crit_part["lost_ns"]) and crit_part["steps"].to_list() == [normal]
     assert judged >= 8 and within >= 0.8 * judged, (within, judged)
+
+
+def test_a_sample_is_not_replayed_beside_a_whole_replay(longer: dict[str, Path]) -> None:
+    """Two ways of replaying a run at once (``windows.windowed_modes``: `detect`'s and `ranks`') share its windows;
+    a sample of a long run's steps is other windows: it is left to a replay of its own, either way round."""
+    req = request(longer["llama-4rank-cap2-nsys"])
+    timeline, labelled = req.label(req.runs()[0], None)
+    ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
+    named = named_stragglers(ops.filter(pl.col("kind") == "comm"))[0].select("run_id", "step", "rank")
+    whole = {"waits": timeline.waits, "stragglers": named, "ways": WAYS, "replay_trace": True}
+    sampled = {**whole, "stragglers": named.head(0), "replay_trace": False, "sample": (100, 20)}
+    alone = [replay.windowed(ops, min_steps=5, **way).steps for way in (whole, sampled)]
+    assert sampling.WEIGHT in alone[1].columns and alone[1].height < alone[0].height  # a sample
+    for mine, other in ((0, 1), (1, 0)):
+        first, second = windows.windowed_modes(ops, [(whole, sampled)[mine], (whole, sampled)[other]],
+                                               min_steps=5)
+        assert second is None and first is not None and first.steps.equals(alone[mine])
 
 
 def test_a_run_with_stragglers_in_most_steps_is_replayed_whole(longer: dict[str, Path]) -> None:

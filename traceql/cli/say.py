@@ -38,8 +38,8 @@ def notes(texts: Sequence[str], fmt: Any = None) -> None:
 
 def kept(made: Served, fmt: Any = None) -> None:
     """A note where the command's answer came from the cache (``traceql cache``), with when it was computed, or
-    the labels its replay started from (``made``: ``commands.cache.answered``'s): not with ``--format json``,
-    whose output is the same either way."""
+    the labels its replay started from, or that replay (``made``: ``commands.cache.answered``'s): not with
+    ``--format json``, whose output is the same either way."""
     if getattr(fmt, "value", None) == "json":
         return
     for when in _days(made.results):
@@ -48,6 +48,9 @@ def kept(made: Served, fmt: Any = None) -> None:
     for when in _days(made.labels):
         note(f"note: the labels from the cache, as made on {when} of the same files and options; the rest "
              "computed now (TRACEQL_NO_RESULT_CACHE=1 labels again)")
+    for when in _days(made.replays):
+        note(f"note: the replay of those labels from the cache, as another command made it on {when} "
+             "(TRACEQL_NO_RESULT_CACHE=1 replays again)")
 
 
 def _days(made: Sequence[float]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +90,12 @@ def _kinds(found: list[Entry]) -> tuple[list[Entry], list[Entry]]:
 @dataclass
 class Served:
     """When what a command was served from the cache was computed (seconds since the epoch): whole results
-    (``results``), and the labels a replay started from (``labels``; the rest computed now)."""
+    (``results``), the labels a replay started from (``labels``; the rest computed now), and the replays of
+    them another command made (``replays``)."""
 
     results: list[float]
     labels: list[float]
+    replays: list[float] = field(default_factory=list)
 
 
 @contextmanager
@@ -106,10 +108,11 @@ def answered() -> Iterator[Served]:
     """
     from traceql.labelling import memo
 
-    memo.served(), memo.labels_served()  # those served before are not this command's
+    memo.served(), memo.labels_served(), memo.replays_served()  # those served before are not this command's
     got = Served([], [])
     try:
         yield got
     finally:
         got.results.extend(memo.served())
         got.labels.extend(memo.labels_served())
+        got.replays.extend(memo.replays_served())

@@ -19,7 +19,7 @@ class Kept:
     windows of them on the run's pool (None: on threads here), the launches its GPUs waited for (``late``:
     ``labelling.late``), its steps' breakdown (``breakdown``: ``step_breakdown``, every rank's), its ranks
     (``run_id``, ``rank``), the names of the GPUs its kernels ran on, its collectives' operations
-    (``analyzers.collectives.operations``) and its trace files."""
+    (``analyzers.collectives.operations``), its trace files and the key of its labels in the cache."""
 
     stored: Stored
     waits: pl.DataFrame | None
@@ -30,6 +30,7 @@ class Kept:
     gpus: list[str | None]
     collectives: set[str]
     paths: list[str]
+    key: str | None = None  # the key its labels are kept under (``labelling.reused``), where they are
 
 
 # what follows the labels: ``then(result, kept)``

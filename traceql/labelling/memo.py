@@ -53,6 +53,7 @@ _BUILTINS = {"set", "frozenset", "list", "dict", "tuple", "slice", "complex", "r
 
 _served: deque[float] = deque(maxlen=64)  # when the results this process was served were computed (epoch s)
 _labels: deque[float] = deque(maxlen=64)  # ... and the labels it started from (``labelling.reused``)
+_replays: deque[float] = deque(maxlen=64)  # ... and another command's replay of them (``verdicts.kept_replay``)
 
 
 def served() -> list[float]:
@@ -66,6 +67,13 @@ def labels_served() -> list[float]:
     """When the labels this process started from since the last call (``load(k, labels=True)``) were made."""
     out = list(_labels)
     _labels.clear()
+    return out
+
+
+def replays_served() -> list[float]:
+    """When the replays this process started from since the last call (``load(k, replay=True)``) were made."""
+    out = list(_replays)
+    _replays.clear()
     return out
 
 
@@ -214,10 +222,10 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def load(k: str | None, *, labels: bool = False) -> Any:
+def load(k: str | None, *, labels: bool = False, replay: bool = False) -> Any:
     """The result kept under ``k``, None where there is none (or it cannot be read: then it is removed); a result
     found is marked used (the eviction's order), and said served (:func:`served`; ``labels``: the labels a
-    command started from, :func:`labels_served`)."""
+    command started from, :func:`labels_served`; ``replay``: a replay of them, :func:`replays_served`)."""
     if k is None or not enabled():
         return None
     where = mirror.folder() / f"{PREFIX}{k}"
@@ -229,7 +237,7 @@ def load(k: str | None, *, labels: bool = False) -> Any:
         with (where / "result.pickle").open("rb") as fh:
             loader = _Loader(fh, where)
             got = loader.load()
-        (_labels if labels else _served).append(made)
+        (_labels if labels else _replays if replay else _served).append(made)
         return got
     except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
             pl.exceptions.PolarsError):

@@ -93,7 +93,7 @@ class Request:
             if got is not None and then is not None:
                 if sum(n for _, _, n in got.kept.stored.index) >= COMPILED_NODES:  # its passes loaded meanwhile
                     warm()
-                then(got.result, replace(got.kept, mapper=mapper(used)))
+                then(got.result, replace(got.kept, mapper=mapper(used), key=k))
                 return got.result
             import_detector()
             with scratch() as folder:  # the labels' working files (none where they are served)

@@ -60,6 +60,6 @@ def keeping(k: str | None, then: Then, source: str) -> Then:
 
     def first(result: DetectResult, kept: Kept) -> None:
         memo.save(k, Labelled(result, replace(kept, mapper=None)), source)
-        then(result, kept)
+        then(result, replace(kept, key=k))
 
     return first

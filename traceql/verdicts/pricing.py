@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import polars as pl
 
@@ -21,6 +22,8 @@ from traceql.labelling.kept import Kept
 from traceql.labelling.late import late_waits
 from traceql.labelling.result import DetectResult
 from traceql.model import schema
+from traceql.verdicts import kept_replay
+from traceql.verdicts.kept_replay import Way
 
 # the what-ifs the ranking needs (the serialized one is `whatif`'s alone)
 WAYS = ("without_straggler_ns", "without_contention_ns", "without_communication_ns", "without_idle_ns",
@@ -70,14 +73,17 @@ def named_stragglers(clocked: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame,
 
 def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None, lost: pl.DataFrame,
                   mapper: replay.Mapper | None = None, cases: pl.DataFrame | None = None,
-                  late: pl.DataFrame | None = None, times: pl.DataFrame | None = None) -> Priced:
+                  late: pl.DataFrame | None = None, times: pl.DataFrame | None = None,
+                  kept: Kept | None = None) -> Priced:
     """``ops`` (``activities.with_labels``, or stored a file a rank without their cases: ``replay.Stored``, then
     ``cases``: `detect`'s rows of its cases) replayed without each cause: the ranking, the stragglers' cases and
     the critical path of the cases (``lost``: `detect`'s steps). A long run is replayed a window of steps at a
     time (``replay.windowed``; ``mapper``: where the windows are replayed). Runs whose ranks' clocks disagree
     are not replayed (a collective joins its ranks on one axis, which they do not share). ``late``: the
     launches the GPUs waited for (``labelling.late``), which split the idle cause; ``times``: the causes' own
-    time a step (``step_breakdown.cause_times``), where the run's step breakdown was made."""
+    time a step (``step_breakdown.cause_times``), where the run's step breakdown was made; ``kept``: what the
+    stored activities came with (``labelling.kept``), where they are a labelled run's: replayed for `ranks` too,
+    or served its replay (``kept_replay``)."""
     lazy = ops.scan() if isinstance(ops, replay.Stored) else ops.lazy()
     clocked = clocked_comm(lazy)  # what the stragglers are named by, of every rank's collectives
     named, arrived, skewed = named_stragglers(clocked)
@@ -97,10 +103,13 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     found = keyed.select(
         "run_id", "rank", "step", "start_ns", "end_ns",
         (pl.col("end_ns") - pl.col("start_ns") - pl.col("_base").round().cast(pl.Int64)).clip(0).alias("lost_ns"))
-    # the trace replayed is the trace (every node where it was: `whatif` checks it), so the what-ifs start from it
-    got = replay.windowed(ops, waits=waits, stragglers=named.select("run_id", "step", "rank"), ways=WAYS,
-                          replay_trace=False, mapper=mapper, cases=marks, prepare=prepare,
-                          sample=(sample_above(), SAMPLED))
+    how = _detect_options(waits, named)
+    if kept is not None and cases is not None and marks is not None and prepare is not None:
+        rows = cases
+        own = Way(DETECT, how, marks, prepare, unaligned)
+        got = kept_replay.replayed(kept, own, (ranks_tag(None), lambda: ranks_way(kept, rows, None)))
+    else:
+        got = replay.windowed(ops, mapper=mapper, cases=marks, prepare=prepare, **how)
     del ops
     if not got.activities:
         return out
@@ -115,6 +124,57 @@ def priced_causes(ops: pl.DataFrame | replay.Stored, waits: pl.DataFrame | None,
     out.held = held_cases(found, arrived, named)
     out.critical = critical_of(done, lost)
     return out
+
+
+DETECT = {"way": "detect"}  # `detect`'s way of replaying a run (``kept_replay``)
+
+
+def ranks_tag(untraced: float | None) -> dict[str, Any]:
+    """`ranks`' way of replaying a run (``kept_replay``), with the run's untraced step over its traced one."""
+    return {"way": "ranks", "untraced": untraced}
+
+
+def _detect_options(waits: pl.DataFrame | None, named: pl.DataFrame) -> dict[str, Any]:
+    """The replay `detect` prices its causes from (``replay.windowed``' options): the trace replayed is the trace
+    (every node where it was: `whatif` checks it), so the what-ifs start from it; a long run's steps sampled."""
+    return {"waits": waits, "stragglers": named.select("run_id", "step", "rank"), "ways": WAYS,
+            "replay_trace": False, "sample": (sample_above(), SAMPLED)}
+
+
+def ranks_options(waits: pl.DataFrame | None, named: pl.DataFrame, untraced: float | None) -> dict[str, Any]:
+    """The replay `ranks` and `whatif` price a run from: every what-if, from the trace as replayed."""
+    return {"waits": waits, "stragglers": named.select("run_id", "step", "rank"), "ways": tuple(replay.WAYS),
+            "replay_trace": True, "untraced": untraced}
+
+
+def detect_way(kept: Kept, cases: pl.DataFrame) -> Way:
+    """How `detect` replays ``kept``'s run (:func:`priced_causes`; ``cases``: its rows of the slowdown cases)."""
+    lazy = kept.stored.scan()
+    named, _, skewed = named_stragglers(clocked_comm(lazy))
+    unaligned = tuple(run for run, _ in skewed)
+    marks = clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns"))
+    return Way(DETECT, _detect_options(kept.waits, named), marks.filter(~pl.col("run_id").is_in(unaligned))
+               .drop("step"), partial(aligned, unaligned=unaligned), unaligned)
+
+
+def ranks_way(kept: Kept, cases: pl.DataFrame, untraced: float | None) -> Way | None:
+    """How `ranks` replays ``kept``'s run (``ranks.stored_steps``), None where it does not: its ranks' clocks
+    disagree."""
+    lazy = kept.stored.scan()
+    arrived = arrivals(clocked_comm(lazy), kept.ranks.with_columns(pl.lit(0, pl.Int64).alias("clock_offset_ns")))
+    if disagreeing(arrived):
+        return None
+    assert kept.breakdown is not None  # a run that stored its activities made its breakdown too
+    named = stragglers(arrived, step_time(kept.breakdown))
+    marks = clocked_cases(cases, lazy.select("run_id", "rank", "clock_offset_ns"))
+    return Way(ranks_tag(untraced), ranks_options(kept.waits, named, untraced), marks.drop("step"),
+               partial(aligned, unaligned=()))
+
+
+def step_time(steps: pl.DataFrame) -> pl.DataFrame:
+    """Per (run_id, step): the median over ranks of the step's GPU time (``steps``: a step breakdown), what a
+    straggler's wait is judged by."""
+    return steps.group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns"))
 
 
 def aligned(ops: pl.DataFrame, unaligned: tuple[str, ...]) -> pl.DataFrame:
@@ -201,7 +261,7 @@ def price_stored(result: DetectResult, kept: Kept) -> None:
     cases = stored_cases(result, [*KEY, "step", "is_slowdown", "baseline_ns"])
     times = cause_times(kept.breakdown) if kept.breakdown is not None else None
     _with(result, priced_causes(kept.stored, kept.waits, result.steps, kept.mapper, cases=cases, late=kept.late,
-                                times=times))
+                                times=times, kept=kept))
 
 
 def stored_cases(result: DetectResult, columns: list[str]) -> pl.DataFrame:

@@ -25,11 +25,18 @@ from traceql.labelling.late import late_waits
 from traceql.labelling.request import Request
 from traceql.labelling.result import DetectResult
 from traceql.sources.shards import large, shards
+from traceql.verdicts import kept_replay
+from traceql.verdicts.kept_replay import Way
 from traceql.verdicts.pricing import (
+    DETECT,
     aligned,
     clock_note,
     clocked_cases,
     clocked_comm,
+    detect_way,
+    ranks_options,
+    ranks_tag,
+    step_time,
     stored_cases,
     straggler_cases,
     unnamed,
@@ -62,11 +69,6 @@ class RanksResult:
                 "stragglers": self.stragglers.to_dicts(),
                 "unaligned_runs": self.unaligned,
                 "steps": self.steps.to_dicts(), "ranks": self.ranks.to_dicts(), "notes": self.notes}
-
-
-def _step_time(steps: pl.DataFrame) -> pl.DataFrame:
-    """Per (run_id, step): the median over ranks of the step's GPU time, what a straggler's wait is judged by."""
-    return steps.group_by("run_id", "step").agg(pl.col("gpu_ns").median().cast(pl.Int64).alias("step_ns"))
 
 
 @dataclass(frozen=True)
@@ -186,11 +188,11 @@ def stored_steps(labelled: DetectResult, kept: Kept, untraced: float | None = No
     cases = stored_cases(labelled, ["run_id", "rank", "step", *KEY[2:], "duration_ns", "is_slowdown", "baseline_ns"])
     assert kept.breakdown is not None  # a run that stored its activities made its breakdown too
 
-    def replayed_stored(named: pl.DataFrame) -> replay.WhatIf:
+    def replayed_stored(named: pl.DataFrame) -> replay.WhatIf:  # and `detect`'s way, where it shares the windows
         marks = clocked_cases(cases, offsets.lazy()).drop("step")
-        return replay.windowed(kept.stored, waits=kept.waits, stragglers=named.select("run_id", "step", "rank"),
-                               ways=tuple(replay.WAYS), replay_trace=True, mapper=kept.mapper, cases=marks,
-                               prepare=partial(aligned, unaligned=()), untraced=untraced)
+        own = Way(ranks_tag(untraced), ranks_options(kept.waits, named, untraced), marks,
+                  partial(aligned, unaligned=()))
+        return kept_replay.replayed(kept, own, (DETECT, lambda: detect_way(kept, cases)))
 
     how = _Inputs(_with_cases(kept.breakdown, labelled), arrived, replayed_stored,
                   lambda: cast(pl.DataFrame, kept.late),  # made wherever the activities were stored
@@ -211,7 +213,7 @@ def _ranked(how: _Inputs, labelled: DetectResult, run_ids: list[str], talking: s
     for run, skew in disagreeing(arrived):
         notes.append(clock_note(run, skew))
         unaligned.append(run)
-    named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), _step_time(steps))
+    named = stragglers(arrived.filter(~pl.col("run_id").is_in(unaligned)), step_time(steps))
     done = None
     if replays and not unaligned:  # what each cause cost its steps: the replay without it
         done = how.replay(named)
