@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -80,8 +81,8 @@ def steps(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Ser
 def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: pl.Series | None = None,
                 baseline: pl.Series | None = None, modes: Sequence[Mapping[str, Any]] = ({},)) -> list[WhatIf]:
     """:func:`steps` of ``ops`` asked several ways at once (``modes``: each :func:`steps`' other keyword
-    arguments), from one graph: a what-if's graph that does not depend on where the replay starts (all but the
-    one without idle) is made once for the modes that name the same stragglers. Each is what :func:`steps`
+    arguments), from one graph: each what-if's graph is made once for the modes it is the same for (the same
+    stragglers named; without idle, the same stragglers costly in their replay). Each is what :func:`steps`
     gives alone."""
     if ops.is_empty():  # no GPU activity (a run on CPU): no step to replay
         return [WhatIf(pl.DataFrame(schema=STEPS), 0, 0, 0, 0, 0) for _ in modes]
@@ -108,7 +109,7 @@ class _Shared:
     def graph(self, name: str, of: object,
               make: Callable[[], tuple[Graph, np.ndarray | None]]) -> tuple[Graph, np.ndarray | None]:
         """The what-if ``name``'s graph (and the steps it changes), made once for what it depends on beside the
-        graph (``of``: stragglers, equal frames; the collectives' speed, the same object)."""
+        graph (``of``: stragglers, equal frames; the collectives' speed, the same object; None: nothing)."""
         for known, dep, got in self.graphs:
             same = dep.equals(of) if isinstance(dep, pl.DataFrame) and isinstance(of, pl.DataFrame) else dep is of
             if known == name and same:
@@ -137,7 +138,9 @@ def _mode(sh: _Shared, stragglers: pl.DataFrame | None = None, ways: tuple[str, 
     done = {"replayed_ns": whole}
     for name in ways:
         if name == "without_idle_ns":  # its graph depends on the replay: which stragglers cost their steps
-            done[name] = replay(removed.without_idle(rg, _costly(rg, named, done, is_case)), part, whole)
+            costly = _costly(rg, named, done, is_case)
+            graph, _ = sh.graph(name, costly, partial(_without_idle, rg, costly))
+            done[name] = replay(graph, part, whole)
         elif name in make:
             graph, changed = sh.graph(name, *make[name])
             done[name] = replay(graph, part, whole, only=changed)
@@ -158,6 +161,12 @@ def _mode(sh: _Shared, stragglers: pl.DataFrame | None = None, ways: tuple[str, 
                   .sort("run_id", "step"),
                   rg.recorded, rg.inferred, rg.unexplained, sum(r.forced for r in done.values()), rg.n_ops,
                   rg.disordered)
+
+
+def _without_idle(rg: RunGraph, costly: pl.DataFrame) -> tuple[Graph, None]:
+    """The graph without idle (``removed.without_idle``, ``costly``: the stragglers that cost their steps), which
+    changes every step."""
+    return removed.without_idle(rg, costly), None
 
 
 def _costly(rg: RunGraph, named: pl.DataFrame, done: dict[str, Replayed], is_case: np.ndarray) -> pl.DataFrame:

@@ -38,9 +38,14 @@ def key(shards: Sequence[Shard], baseline: Sequence[Path], options: dict[str, An
 
 def source(shards: Sequence[Shard]) -> str:
     """What ``cache info`` says a run's labels are of: the folder of its files, where they share one."""
-    files = _files(shards)
+    return of_files("labels", _files(shards))
+
+
+def of_files(what: str, files: Sequence[Path]) -> str:
+    """What ``cache info`` says ``what`` (labels, a replay) of a run's ``files`` is: the folder of the files,
+    where they share one."""
     folders = {f.parent for f in files}
-    return f"labels: {folders.pop() if len(files) > 1 and len(folders) == 1 else ', '.join(map(str, files))}"
+    return f"{what}: {folders.pop() if len(files) > 1 and len(folders) == 1 else ', '.join(map(str, files))}"
 
 
 def _files(shards: Sequence[Shard]) -> list[Path]:

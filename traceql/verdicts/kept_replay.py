@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from traceql.analyzers import replay
-from traceql.labelling import memo
+from traceql.labelling import memo, reused
 from traceql.labelling.kept import Kept
 
 
@@ -55,10 +56,10 @@ def replayed(kept: Kept, own: Way, other: tuple[dict[str, Any], Callable[[], Way
             ways.append(way)
     done = replay.windowed_modes(kept.stored, [w.options for w in ways], mapper=kept.mapper, cases=own.cases,
                                  prepare=own.prepare)
-    source = f"replay: {', '.join(kept.paths)}"
-    for k, one in zip([mine, theirs], done, strict=False):
+    files = [Path(p) for p in kept.paths]
+    for k, way, one in zip([mine, theirs], ways, done, strict=False):
         if one is not None:
-            memo.save(k, one, source)
+            memo.save(k, one, reused.of_files(f"replay for {way.tag['way']}", files))
     first = done[0]
     assert first is not None  # the first way is always replayed
     return first
