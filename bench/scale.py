@@ -97,9 +97,11 @@ NSYS_AI: str | None = None  # nsys-ai's command, where given (``--nsys-ai``)
 def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
     """The cache (``traceql cache``): the first `detect` (no copy yet: it makes them and keeps its result and
     labels), the same again (its result served), then each reading command computing with the copies there
-    (``warm``), the first `ranks` after that `detect` (its labels served) keeping its replay and `whatif` and
-    `ranks` served it (``kept``), `detect` again without its result (served the labels), and `detect
-    --no-cache` (every export read itself, nothing kept)."""
+    (``warm``), the first `ranks` after that `detect` (its labels and replay served) keeping its result and
+    `whatif` and `ranks` served it (``kept``), `detect` again without its result (served the labels and its
+    replay), `ranks` first of all (every result gone, the copies kept) and `detect` after it (served the labels
+    and the replay that `ranks` made for it), and `detect --no-cache` (every export read itself, nothing
+    kept)."""
     shutil.rmtree(cache, ignore_errors=True)
     row("detect, cold (copies made)", *measure([*TRACEQL, "detect", *args], kept=True), bare)
     row("detect, again (its result kept)", *measure([*TRACEQL, "detect", *args], kept=True), bare)
@@ -112,6 +114,10 @@ def cache_rows(args: list[str], bare: tuple[float, float], cache: Path) -> None:
         if '"source": "detect:' in (entry / "manifest.json").read_text():
             shutil.rmtree(entry)
     row("detect, after ranks, kept", *measure([*TRACEQL, "detect", *args], kept=True), bare)
+    for entry in cache.glob("result-*"):  # every result gone, the copies kept: `ranks` first, `detect` after it
+        shutil.rmtree(entry)
+    row("ranks, first (no result kept)", *measure([*TRACEQL, "ranks", *args], kept=True), bare)
+    row("detect, after a first ranks", *measure([*TRACEQL, "detect", *args], kept=True), bare)
     row("detect --no-cache", *measure([*TRACEQL, "--no-cache", "detect", *args]), bare)
     files = {(p.stat().st_dev, p.stat().st_ino): p.stat().st_size for p in cache.rglob("*") if p.is_file()}
     print(f"{'  the cache':32s} {sum(files.values()) / 2**20:8.1f} MiB")  # a file linked twice: once
