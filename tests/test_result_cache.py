@@ -187,6 +187,21 @@ def test_ranks_replays_a_run_for_the_detect_that_follows(cache: Path, tmp_path: 
     assert served.notes == alone.notes and served.kernels.equals(alone.kernels)
 
 
+def test_a_command_that_replays_its_own_way_says_no_replay_was_served(cache: Path, tmp_path: Path) -> None:
+    """`ranks` whose replay is not kept, beside `detect`'s that is: it replays, and does not say it was served."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "datasets/runs/gpt2-4rank-straggler-nsys", run)
+    req = request(run)
+    (paths,) = req.runs()
+    detect(run)
+    for entry in _results():
+        if json.loads((entry / "manifest.json").read_text())["source"].startswith("replay for ranks:"):
+            shutil.rmtree(entry)
+    memo.replays_served()
+    ranks_verdict.ranked_run(req, paths, None, by_rank=True)
+    assert not memo.replays_served()
+
+
 def test_a_runs_stored_activities_are_kept_and_lent_in_the_scratch_folder(
         cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     req = request(ROOT / "datasets/runs/gpt2-late-nsys")

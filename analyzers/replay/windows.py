@@ -137,14 +137,11 @@ def window_steps(window: Window, job: Windowed) -> list[tuple[pl.DataFrame, tupl
     """One window replayed (``replay.steps`` on its activities) as ``job`` asks and as each of its ``also``: its
     reported steps and its graph's counts, each way."""
     ops = job.read(window)
-    waits, modes = job.options.get("waits"), []
-    for options in (job.options, *job.also):  # the waits are the activities': the same every way
-        mode = {k: v for k, v in options.items() if k != "waits"}
-        named = mode.pop("stragglers", None)
-        if named is not None:
-            named = named.filter(pl.col("run_id") == window.run_id,
-                                 pl.col("step").is_between(window.first, window.last))
-        modes.append({**mode, "stragglers": named})
+    waits, modes = _split([job.options, *job.also])
+    for mode in modes:
+        if mode.get("stragglers") is not None:
+            mode["stragglers"] = mode["stragglers"].filter(pl.col("run_id") == window.run_id,
+                                                           pl.col("step").is_between(window.first, window.last))
     if waits is not None:
         waits = waits.filter(pl.col("run_id") == window.run_id)
     got = steps_modes(ops, waits=waits, cases=ops["_case"] if "_case" in ops.columns else None,
@@ -152,6 +149,12 @@ def window_steps(window: Window, job: Windowed) -> list[tuple[pl.DataFrame, tupl
     own = ops.height - int(ops.select(window.before().sum()).item())
     return [(one.steps.filter(pl.col("step").is_between(window.first, window.last)),
              (one.recorded, one.inferred, one.unexplained, one.forced, own, one.disordered)) for one in got]
+
+
+def _split(asked: list[dict[str, Any]]) -> tuple[pl.DataFrame | None, list[dict[str, Any]]]:
+    """The waits of ways ``asked`` (the activities': the first's, the same every way) and each way's other
+    options (copies)."""
+    return asked[0].get("waits"), [{k: v for k, v in a.items() if k != "waits"} for a in asked]
 
 
 Mapper = Callable[[Callable[[Window, Windowed], Any], list[Window], Windowed], Iterable[Any]]
@@ -231,10 +234,9 @@ def windowed_modes(ops: pl.DataFrame | Stored, modes: list[dict[str, Any]], *, s
     if len(cut) <= 1 and weights is None:  # one replay of them all
         frame = ops if isinstance(ops, pl.DataFrame) else ops.scan().collect()
         frame = with_cases(prepare(frame) if prepare else frame, cases)
-        waits = asked[0].get("waits")
+        waits, modes = _split(asked)
         got = steps_modes(frame, waits=waits, cases=frame["_case"] if "_case" in frame.columns else None,
-                          baseline=frame["_base"] if "_base" in frame.columns else None,
-                          modes=[{k: v for k, v in a.items() if k != "waits"} for a in asked])
+                          baseline=frame["_base"] if "_base" in frame.columns else None, modes=modes)
         for i, one in zip(same, got, strict=True):
             out[i] = one
         return out

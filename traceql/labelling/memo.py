@@ -222,6 +222,12 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def holds(k: str | None) -> bool:
+    """Whether a result is kept under ``k`` (read neither, nor said served: what a command asks before it
+    computes something for another)."""
+    return k is not None and enabled() and (mirror.folder() / f"{PREFIX}{k}" / "manifest.json").is_file()
+
+
 def load(k: str | None, *, labels: bool = False, replay: bool = False) -> Any:
     """The result kept under ``k``, None where there is none (or it cannot be read: then it is removed); a result
     found is marked used (the eviction's order), and said served (:func:`served`; ``labels``: the labels a

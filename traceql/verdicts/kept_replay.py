@@ -50,7 +50,7 @@ def replayed(kept: Kept, own: Way, other: tuple[dict[str, Any], Callable[[], Way
         return got
     ways = [own]
     theirs = _key(kept, other[0]) if other is not None and mine is not None else None
-    if other is not None and theirs is not None and memo.load(theirs, replay=True) is None:
+    if other is not None and theirs is not None and not memo.holds(theirs):  # not read: not served
         way = other[1]()
         if way is not None and _alike(own, way):
             ways.append(way)
