@@ -91,19 +91,22 @@ def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: 
         (baseline if baseline is not None else pl.lit(None, pl.Float64)).alias("_base"))
     rg = build(ops, waits)
     shared = _Shared(rg, rg.ops["_case"].fill_null(False).to_numpy(),
-                     rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg))
+                     rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg), keep=len(modes) > 1)
     return [_mode(shared, **mode) for mode in modes]
 
 
 @dataclass
 class _Shared:
     """What the modes of :func:`steps_modes` share: the graph, its cases and baselines, its nodes' steps and the
-    what-ifs' graphs made so far (by name and the stragglers they were made for)."""
+    what-ifs' graphs made so far (by name and the stragglers they were made for), where another mode may ask
+    for them (``keep``; one mode lets each go once replayed: a window's graphs all held at once are most of its
+    memory)."""
 
     rg: RunGraph
     is_case: np.ndarray
     base: np.ndarray
     part: np.ndarray
+    keep: bool = True
     graphs: list[tuple[str, object, tuple[Graph, np.ndarray | None]]] = field(default_factory=list)
 
     def graph(self, name: str, of: object,
@@ -115,7 +118,8 @@ class _Shared:
             if known == name and same:
                 return got
         got = make()
-        self.graphs.append((name, of, got))
+        if self.keep:
+            self.graphs.append((name, of, got))
         return got
 
 
