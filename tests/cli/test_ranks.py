@@ -124,3 +124,34 @@ def test_the_two_exposed_figures_say_which_is_which(invoke, narrow: int) -> None
     assert cost and float(cost[1]) < min(exposed) and len(exposed) == 8, (cost, exposed)
     assert "a cost on the critical path, not the time it took" in text
     assert "exposed: comm with no compute alongside, its time (what it costs a step: the causes)" in text
+
+
+def test_a_run_of_many_ranks_shows_each_step_once(invoke, narrow: int, tmp_path) -> None:
+    """Twelve ranks (the 4-rank straggler run's exports, each read as three ranks): past 8 ranks the steps table
+    shows each of its longest steps once, on the rank of its longest GPU time (the lowest on a tie), as the
+    JSON's rows give them; ``--every-rank`` shows all twelve of each; the JSON holds every row either way."""
+    import re
+    import shutil
+
+    for i in range(12):
+        shutil.copyfile(FOUR / "traces" / f"gpt2-4rank-straggler-nsys_rank{i % 4}.sqlite",
+                        tmp_path / f"twelve_rank{i}.sqlite")
+    text = invoke("ranks", tmp_path, "--steps", "3").stdout
+    data = json.loads(invoke("ranks", tmp_path, "--format", "json").stdout)
+    assert len(data["steps"]) == 12 * 5
+    by_step: dict[int, list[dict]] = {}
+    for r in data["steps"]:
+        by_step.setdefault(r["step"], []).append(r)
+    top = max(by_step.values(), key=lambda rows: max(r["gpu_ns"] for r in rows))
+    longest = sorted(sorted(by_step, key=lambda s: (-max(r["gpu_ns"] for r in by_step[s]), s))[:3])
+    want = [(s, min(by_step[s], key=lambda r: (-r["gpu_ns"], r["rank"]))) for s in longest]
+    assert "of its 12 ranks, the one of longest GPU time (--every-rank: all)" in " ".join(text.split()), text
+    rows = re.findall(r"^ +(\d+)\*? +(\d+) +([\d,.]+) +([\d,.]+) ", text, re.M)
+    steps_rows = [(int(s), int(rank), gpu) for s, rank, _, gpu in rows][:3]
+    assert steps_rows == [(s, r["rank"], ms2(r["gpu_ns"])) for s, r in want], text
+    assert len(top) == 12 and max(len(line) for line in text.splitlines()) <= 80
+    every = invoke("ranks", tmp_path, "--steps", "3", "--every-rank").stdout
+    assert "--every-rank: all" not in every
+    shown = {(int(s), int(r)) for s, r in re.findall(r"^ +(\d+)\*? +(\d+) +[\d,.]+ +[\d,.]+ +[\d,.]+ +[\d,.]+ +"
+                                                         r"[\d,.]+ +[\d,.]+ +[\d,.]+ +[\d,]+ +[\d,.]+$", every, re.M)}
+    assert shown == {(s, r) for s in longest for r in range(12)}

@@ -34,6 +34,9 @@ def ranks(
     threshold: ThresholdOption = PAIRED_FACTOR,
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps (the longest) and stragglers",
                                        min=1)] = 12,
+    every_rank: Annotated[bool, typer.Option("--every-rank", help="every rank of each step in the steps table "
+                                             "(a run of more than 8 ranks: each step's slowest)")]
+    = False,
     hta_compat: HtaCompatOption = False,
 ) -> None:
     """Per step and rank: where the time went, slowdowns, and the stragglers the other ranks waited for."""
@@ -59,7 +62,7 @@ def ranks(
                           "compare the ranks in")
         else:
             _print_stragglers(run_id, result.stragglers.filter(result.stragglers["run_id"] == run_id), steps)
-        _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps)
+        _print_steps(run_id, result.steps.filter(result.steps["run_id"] == run_id), steps, every_rank)
         print_ranks(run_id, rows)
 
 
@@ -91,22 +94,23 @@ def _print_stragglers(run_id: str, rows: Any, limit: int) -> None:
                   "collectives")
 
 
-def _print_steps(run_id: str, rows: Any, limit: int) -> None:
-    """The steps of one run, rank by rank; of a long capture, the ``limit`` steps with the longest GPU time."""
-    import polars as pl
+def _print_steps(run_id: str, rows: Any, limit: int, every_rank: bool) -> None:
+    """The steps of one run, rank by rank (``analyzers.reports.longest_steps``): of a long capture, the ``limit``
+    steps with the longest GPU time; of many ranks, each step's slowest unless ``every_rank``."""
+    from traceql.analyzers.reports import longest_steps  # polars: not for `collect` on a GPU host
 
     if rows.is_empty():
         console.print(f"{run_id}: no step ranges ({described()}) to break down")
         return
-    n, first = rows["step"].n_unique(), rows["step"].min()  # the run's first captured step, shown or not
-    title = f"Steps of {run_id} (ms)"
-    if n > limit:
-        longest = rows.group_by("step").agg(pl.col("gpu_ns").max()).sort(["gpu_ns", "step"], descending=[True, False])
-        rows = rows.filter(pl.col("step").is_in(longest["step"].head(limit).implode()))
-        title = f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
+    n, first, ranks = rows["step"].n_unique(), rows["step"].min(), rows["rank"].n_unique()  # the first captured
+    rows = longest_steps(rows, limit, every_rank)
+    title = f"Steps of {run_id} (ms)" if n <= limit else \
+        f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
+    if rows.height < min(n, limit) * ranks:
+        title += f"; of its {ranks} ranks, the one of longest GPU time (--every-rank: all)"
     out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
                         "lost"), keys=2)
-    for r in rows.sort("step", "rank").iter_rows(named=True):
+    for r in rows.iter_rows(named=True):
         out.add_row(f"{r['step']}{'*' if r['step'] == first else ''}", str(r["rank"]), *(_ms(r[c]) for c in (
             "cpu_ns", "gpu_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "exposed_comm_ns")),
             f"{r['cases']:,}", _ms(r["time_lost_ns"]))
