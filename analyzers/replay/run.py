@@ -91,34 +91,42 @@ def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: 
         (baseline if baseline is not None else pl.lit(None, pl.Float64)).alias("_base"))
     rg = build(ops, waits)
     shared = _Shared(rg, rg.ops["_case"].fill_null(False).to_numpy(),
-                     rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg), keep=len(modes) > 1)
-    return [_mode(shared, **mode) for mode in modes]
+                     rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg))
+    out = []
+    for i, mode in enumerate(modes):
+        asked = [set(later.get("ways", WAYS)) for later in modes[i:]]
+        shared.graphs = [held for held in shared.graphs if held[0] in set().union(*asked)]  # none asks again
+        shared.wanted = set().union(*asked[1:])
+        out.append(_mode(shared, **mode))
+    return out
 
 
 @dataclass
 class _Shared:
     """What the modes of :func:`steps_modes` share: the graph, its cases and baselines, its nodes' steps and the
-    what-ifs' graphs made so far (by name and the stragglers they were made for), where another mode may ask
-    for them (``keep``; one mode lets each go once replayed: a window's graphs all held at once are most of its
-    memory)."""
+    what-ifs' graphs made so far (by name and the stragglers they were made for), those a later mode may ask for
+    alone (``wanted``: their names; the others go once replayed: a window's graphs all held at once are most of
+    its memory)."""
 
     rg: RunGraph
     is_case: np.ndarray
     base: np.ndarray
     part: np.ndarray
-    keep: bool = True
+    wanted: set[str] = field(default_factory=set)
     graphs: list[tuple[str, object, tuple[Graph, np.ndarray | None]]] = field(default_factory=list)
 
     def graph(self, name: str, of: object,
               make: Callable[[], tuple[Graph, np.ndarray | None]]) -> tuple[Graph, np.ndarray | None]:
         """The what-if ``name``'s graph (and the steps it changes), made once for what it depends on beside the
         graph (``of``: stragglers, equal frames; the collectives' speed, the same object; None: nothing)."""
-        for known, dep, got in self.graphs:
+        for i, (known, dep, got) in enumerate(self.graphs):
             same = dep.equals(of) if isinstance(dep, pl.DataFrame) and isinstance(of, pl.DataFrame) else dep is of
             if known == name and same:
+                if name not in self.wanted:  # its last use
+                    del self.graphs[i]
                 return got
         got = make()
-        if self.keep:
+        if name in self.wanted:
             self.graphs.append((name, of, got))
         return got
 

@@ -222,10 +222,15 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def _where(k: str) -> Path:
+    """The folder of the entry kept under ``k``."""
+    return mirror.folder() / f"{PREFIX}{k}"
+
+
 def holds(k: str | None) -> bool:
     """Whether a result is kept under ``k`` (read neither, nor said served: what a command asks before it
     computes something for another)."""
-    return k is not None and enabled() and (mirror.folder() / f"{PREFIX}{k}" / "manifest.json").is_file()
+    return k is not None and enabled() and (_where(k) / "manifest.json").is_file()
 
 
 def load(k: str | None, *, labels: bool = False, replay: bool = False) -> Any:
@@ -234,7 +239,7 @@ def load(k: str | None, *, labels: bool = False, replay: bool = False) -> Any:
     command started from, :func:`labels_served`; ``replay``: a replay of them, :func:`replays_served`)."""
     if k is None or not enabled():
         return None
-    where = mirror.folder() / f"{PREFIX}{k}"
+    where = _where(k)
     loader = None
     try:
         manifest = where / "manifest.json"

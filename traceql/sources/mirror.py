@@ -54,12 +54,13 @@ LEFT_OUT = {"NVTX_EVENTS": ("binaryData", "jsonText")}
 # the columns a copy keeps of a table traceql reads a few of: the CUDA calls' (``nsys_kernels.read_launches``,
 # ``nsys_plan``), a third of its columns and half the time its copy takes; the kernels' (``nsys_kernels``,
 # ``nsys_parts``): 17 of 28, the copy 40 % quicker; the memory operations' (``nsys._load_memops``)
+_MEMORY = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
 KEPT = {"CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "globalTid", "correlationId"),
         "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
                                        "demangledName", "shortName", "registersPerThread", "gridX", "gridY", "gridZ",
                                        "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory"),
-        **{f"CUPTI_ACTIVITY_KIND_{t}": ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
-                                        *extra) for t, extra in (("MEMCPY", ("copyKind",)), ("MEMSET", ()))}}
+        "CUPTI_ACTIVITY_KIND_MEMCPY": (*_MEMORY, "copyKind"),
+        "CUPTI_ACTIVITY_KIND_MEMSET": _MEMORY}
 
 
 @dataclass(frozen=True)
