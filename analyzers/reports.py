@@ -90,15 +90,16 @@ def ratio_distribution(labelled: pl.DataFrame) -> pl.DataFrame:
 RANKS_SHOWN = 8  # ranks a run may have for `ranks` to show each of them in its steps table
 
 
-def longest_steps(rows: pl.DataFrame, limit: int, every_rank: bool = False) -> pl.DataFrame:
+def longest_steps(rows: pl.DataFrame, limit: int, every_rank: bool = False) -> tuple[pl.DataFrame, bool]:
     """Of one run's steps by rank (``run_id``, ``rank``, ``step``, ``gpu_ns``, ...): its ``limit`` steps with the
     longest GPU time on any rank (the earlier on a tie; all where it has no more), sorted by step and rank; of
     a run of more than :data:`RANKS_SHOWN` ranks, unless ``every_rank``, each step's slowest rank alone (the
-    longest GPU time; the lowest rank on a tie)."""
+    longest GPU time; the lowest rank on a tie). And whether it is each step's slowest rank alone."""
     longest = (rows.group_by("step").agg(pl.col("gpu_ns").max())
                .sort(["gpu_ns", "step"], descending=[True, False], nulls_last=True).head(limit))
     rows = rows.filter(pl.col("step").is_in(longest["step"].implode()))
-    if not every_rank and rows["rank"].n_unique() > RANKS_SHOWN:
+    slowest = not every_rank and rows["rank"].n_unique() > RANKS_SHOWN
+    if slowest:
         rows = rows.sort(["step", "gpu_ns", "rank"], descending=[False, True, False], nulls_last=True
                          ).unique("step", keep="first", maintain_order=True)
-    return rows.sort("step", "rank")
+    return rows.sort("step", "rank"), slowest

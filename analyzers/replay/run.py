@@ -104,9 +104,9 @@ def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: 
 @dataclass
 class _Shared:
     """What the modes of :func:`steps_modes` share: the graph, its cases and baselines, its nodes' steps and the
-    what-ifs' graphs made so far (by name and the stragglers they were made for), those a later mode may ask for
-    alone (``wanted``: their names; the others go once replayed: a window's graphs all held at once are most of
-    its memory)."""
+    what-ifs' graphs made so far (by name and the stragglers they were made for), each held while a later mode
+    asks for it (``wanted``: the names the later modes ask for) and let go once used for the last time: a
+    window's graphs all held at once are most of its memory."""
 
     rg: RunGraph
     is_case: np.ndarray

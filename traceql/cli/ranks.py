@@ -103,10 +103,10 @@ def _print_steps(run_id: str, rows: Any, limit: int, every_rank: bool) -> None:
         console.print(f"{run_id}: no step ranges ({described()}) to break down")
         return
     n, first, ranks = rows["step"].n_unique(), rows["step"].min(), rows["rank"].n_unique()  # the first captured
-    rows = longest_steps(rows, limit, every_rank)
+    rows, slowest = longest_steps(rows, limit, every_rank)
     title = f"Steps of {run_id} (ms)" if n <= limit else \
         f"The {limit} longest of {n} steps of {run_id} (ms; --steps N for more)"
-    if rows.height < min(n, limit) * ranks:
+    if slowest:
         title += f"; of its {ranks} ranks, the one of longest GPU time (--every-rank: all)"
     out = table(title, ("step", "rank", "cpu", "gpu", "compute", "comm", "memory", "idle", "exposed", "cases",
                         "lost"), keys=2)
