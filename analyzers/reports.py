@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceql.analyzers.shown import RANKS_SHOWN
+
 CATEGORIES = ("slowed", "compute", "communication", "memory")  # drawing order: slowed kernels on top
 
 
@@ -87,17 +89,21 @@ def ratio_distribution(labelled: pl.DataFrame) -> pl.DataFrame:
         "slowdown_ratio", pl.col("concurrent_comm").fill_null("comm"), "is_slowdown")
 
 
-RANKS_SHOWN = 8  # ranks a run may have for `ranks` to show each of them in its steps table
+def longest(rows: pl.DataFrame, column: str, limit: int) -> pl.DataFrame:
+    """Of one run's rows by step (one or several a step: ``step`` and ``column``), those of its ``limit`` steps
+    of the largest ``column`` (a step's largest of its rows; the earlier step on a tie, a step without one
+    last; all where it has no more)."""
+    top = (rows.group_by("step").agg(pl.col(column).max())
+           .sort([column, "step"], descending=[True, False], nulls_last=True).head(limit))
+    return rows.filter(pl.col("step").is_in(top["step"].implode()))
 
 
 def longest_steps(rows: pl.DataFrame, limit: int, every_rank: bool = False) -> tuple[pl.DataFrame, bool]:
     """Of one run's steps by rank (``run_id``, ``rank``, ``step``, ``gpu_ns``, ...): its ``limit`` steps with the
-    longest GPU time on any rank (the earlier on a tie; all where it has no more), sorted by step and rank; of
-    a run of more than :data:`RANKS_SHOWN` ranks, unless ``every_rank``, each step's slowest rank alone (the
-    longest GPU time; the lowest rank on a tie). And whether it is each step's slowest rank alone."""
-    longest = (rows.group_by("step").agg(pl.col("gpu_ns").max())
-               .sort(["gpu_ns", "step"], descending=[True, False], nulls_last=True).head(limit))
-    rows = rows.filter(pl.col("step").is_in(longest["step"].implode()))
+    longest GPU time on any rank (:func:`longest`), sorted by step and rank; of a run of more than
+    ``shown.RANKS_SHOWN`` ranks, unless ``every_rank``, each step's slowest rank alone (the longest GPU time;
+    the lowest rank on a tie). And whether it is each step's slowest rank alone."""
+    rows = longest(rows, "gpu_ns", limit)
     slowest = not every_rank and rows["rank"].n_unique() > RANKS_SHOWN
     if slowest:
         rows = rows.sort(["step", "gpu_ns", "rank"], descending=[False, True, False], nulls_last=True

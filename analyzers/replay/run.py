@@ -94,9 +94,7 @@ def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: 
                      rg.ops["_base"].cast(pl.Float64).fill_null(np.nan).to_numpy(), _parts(rg))
     out = []
     for i, mode in enumerate(modes):
-        asked = [set(later.get("ways", WAYS)) for later in modes[i:]]
-        shared.graphs = [held for held in shared.graphs if held[0] in set().union(*asked)]  # none asks again
-        shared.wanted = set().union(*asked[1:])
+        shared.begin([set(later.get("ways", WAYS)) for later in modes[i + 1:]])
         out.append(_mode(shared, **mode))
     return out
 
@@ -104,8 +102,9 @@ def steps_modes(ops: pl.DataFrame, *, waits: pl.DataFrame | None = None, cases: 
 @dataclass
 class _Shared:
     """What the modes of :func:`steps_modes` share: the graph, its cases and baselines, its nodes' steps and the
-    what-ifs' graphs made so far (by name and the stragglers they were made for), each held while a later mode
-    asks for it (``wanted``: the names the later modes ask for) and let go once used for the last time: a
+    what-ifs' graphs made so far (by name and what they were made for). One rule lets a graph go: it is held
+    while a later mode asks for its name (``wanted``), so it goes at its last use (:meth:`graph`) or, where no
+    later use finds it (other stragglers named), as the mode after its last maker begins (:meth:`begin`): a
     window's graphs all held at once are most of its memory."""
 
     rg: RunGraph
@@ -114,6 +113,12 @@ class _Shared:
     part: np.ndarray
     wanted: set[str] = field(default_factory=set)
     graphs: list[tuple[str, object, tuple[Graph, np.ndarray | None]]] = field(default_factory=list)
+
+    def begin(self, later: list[set[str]]) -> None:
+        """A mode begins, the modes after it asking for the what-ifs ``later``: the graphs this mode may use
+        (found by name and what they were made for) are held, and after it only what ``later`` asks for."""
+        self.graphs = [held for held in self.graphs if held[0] in self.wanted]
+        self.wanted = set().union(*later)
 
     def graph(self, name: str, of: object,
               make: Callable[[], tuple[Graph, np.ndarray | None]]) -> tuple[Graph, np.ndarray | None]:

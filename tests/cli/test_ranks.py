@@ -155,7 +155,7 @@ def test_a_run_of_many_ranks_shows_each_step_once(invoke, narrow: int, tmp_path)
     shown = {(int(s), int(r)) for s, r in re.findall(r"^ +(\d+)\*? +(\d+) +[\d,.]+ +[\d,.]+ +[\d,.]+ +[\d,.]+ +"
                                                          r"[\d,.]+ +[\d,.]+ +[\d,.]+ +[\d,]+ +[\d,.]+$", every, re.M)}
     assert shown == {(s, r) for s in longest for r in range(12)}
-    from traceql.analyzers.reports import RANKS_SHOWN
+    from traceql.analyzers.shown import RANKS_SHOWN
 
     told = " ".join(invoke("ranks", "--help").stdout.replace("│", " ").split())
     assert f"(a run of more than {RANKS_SHOWN} ranks: each step's slowest)" in told

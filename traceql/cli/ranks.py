@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from traceql.analyzers.shown import RANKS_SHOWN
 from traceql.cli.causes import print_causes
 from traceql.cli.common import (
     BaselineOption,
@@ -35,7 +36,7 @@ def ranks(
     steps: Annotated[int, typer.Option("--steps", help="at most this many steps (the longest) and stragglers",
                                        min=1)] = 12,
     every_rank: Annotated[bool, typer.Option("--every-rank", help="every rank of each step in the steps table "
-                                             "(a run of more than 8 ranks: each step's slowest)")]
+                                             f"(a run of more than {RANKS_SHOWN} ranks: each step's slowest)")]
     = False,
     hta_compat: HtaCompatOption = False,
 ) -> None:

@@ -79,14 +79,13 @@ def _ms(ns: Any) -> str:
 
 
 def _print_steps(run_id: str, rows: Any, limit: int, cap: float | None = None) -> None:
-    import polars as pl
+    from traceql.analyzers.reports import longest  # polars: not for `collect` on a GPU host
 
     if rows.is_empty():  # the run's verdict says it has no steps to replay
         return
     title = f"What if, {run_id} (ms a step)"
     if rows.height > limit:
-        keep = rows.sort(["replayed_ns", "step"], descending=[True, False]).head(limit)["step"]
-        rows = rows.filter(pl.col("step").is_in(keep.implode()))
+        rows = longest(rows, "replayed_ns", limit)
         title = f"What if, {run_id}: the {limit} longest of its steps (ms; --steps N for more)"
     heads = ("step", "measured", "replayed", "no straggler", "no contention", "serialized")
     out = table(title, (*heads, f"{cap:g} MB cap") if cap is not None else heads)
