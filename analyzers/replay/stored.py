@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
 
 
 class Span(Protocol):
@@ -25,7 +27,9 @@ class Span(Protocol):
     def holds(self) -> pl.Expr: ...
 
 BUCKET = "_bucket"
-BATCH_ROWS = 65_536  # the record batches a stored file is written in (a window reads those of its slice)
+# the record batches a stored file is written in: a window reads those of its slice alone (at 32 ranks a window
+# holds some 8,000 rows of each file: batches of 65,536 rows read, and unpacked, eight times what it holds)
+BATCH_ROWS = 8_192
 BEFORE_ALL = -(2**31)  # the bucket of what came before a rank's first step
 # stored dictionary-encoded, read back as text: every kernel's collective column holds its short name, and as
 # text a scan of every rank's files for their communication holds each row's name before the filter drops it
@@ -86,17 +90,41 @@ class Stored:
     def window(self, w: Span) -> pl.DataFrame:
         """The activities ``w`` holds: a slice of each file."""
         lo, hi = w.bounds
-        parts = []
+        parts, tables = [], []
         for path, (buckets, rows, n) in zip(self.files, self.index, strict=True):
             if n < 0:
                 parts.append(_decoded(pl.scan_ipc(path).filter(w.holds())).collect())
                 continue
             a, b = np.searchsorted(buckets, lo), np.searchsorted(buckets, hi, side="right")
             start, end = (rows[a] if a < len(rows) else n), (rows[b] if b < len(rows) else n)
-            if end > start:  # the record batches of the slice alone are read (:data:`BATCH_ROWS`)
-                part = pl.scan_ipc(path).slice(int(start), int(end - start))
-                parts.append(_decoded(part.filter(pl.col("run_id") == w.run_id)).collect())
+            if end > start:
+                table = _batches(path, int(start), int(end), n)
+                if table is None:
+                    parts.append(_decoded(pl.scan_ipc(path).slice(int(start), int(end - start))).collect())
+                else:
+                    tables.append(table)
+        if tables:  # read alike, made one frame at once (a frame a file cost as much again)
+            got = pl.from_arrow(pa.concat_tables(tables))
+            assert isinstance(got, pl.DataFrame)  # a table, not an array
+            parts.append(got.with_columns(pl.col(c).cast(pl.String) for c in ENCODED if c in got.columns))
+        parts = [p.filter(pl.col("run_id") == w.run_id) for p in parts]  # a file of one run, maybe another's
         return pl.concat(parts) if parts else self.scan().clear().collect()
+
+
+def _batches(path: Path, start: int, end: int, n: int) -> pa.Table | None:
+    """Rows ``start`` .. ``end`` of a stored file of ``n`` rows, from the record batches that hold them alone
+    (:data:`BATCH_ROWS` each but the last); None where its batches are not so (not written by
+    :meth:`Stored.write`). Read through pyarrow, the file opened once a window: polars' scan of a slice cost
+    about 6 ms a file and window (the 32-rank run's 66 windows of 32 files: 13.5 s; this way 3.9 s)."""
+    with pa.OSFile(str(path)) as source:
+        reader = ipc.open_file(source)
+        if reader.num_record_batches != -(-n // BATCH_ROWS):
+            return None
+        first, last = start // BATCH_ROWS, (end - 1) // BATCH_ROWS
+        batches = [reader.get_batch(i) for i in range(first, last + 1)]
+    if [b.num_rows for b in batches] != [min(BATCH_ROWS, n - i * BATCH_ROWS) for i in range(first, last + 1)]:
+        return None
+    return pa.Table.from_batches(batches).slice(start - first * BATCH_ROWS, end - start)
 
 
 def _decoded(ops: pl.LazyFrame) -> pl.LazyFrame:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.paths import H200, RUNS
 from traceql.analyzers import replay
+from traceql.analyzers.replay import stored as stored_module
 from traceql.analyzers.replay import windows
 from traceql.analyzers.replay.activities import activities, on_clock, with_labels
 from traceql.labelling.request import request
@@ -74,16 +75,27 @@ def test_windows_hold_every_step_once_with_the_step_before() -> None:
     assert sum(own) == ops.collect().height  # every activity reported by one window
 
 
-def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path) -> None:
+@pytest.mark.parametrize("written, read", [(None, None), (97, 97), (1000, 97)],
+                         ids=["batches as stored", "small batches, slices across them", "other batches than read"])
+def test_activities_stored_a_file_a_rank_are_read_a_slice_a_window(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                                                   written: int | None, read: int | None) -> None:
     """Each rank's activities in a file of their own, sorted by bucket: a window reads the rows the whole
-    frame's filter gives, and the run replays the same from the files as from the frame."""
+    frame's filter gives, and the run replays the same from the files as from the frame; so too where a window's
+    slice spans many record batches, and from files whose batches are not the size a window expects (written
+    otherwise: read through polars)."""
     req = request(RUNS / "gpt2-late-nsys")
     timeline, labelled = req.label(req.runs()[0], None)
     ops = on_clock(with_labels(activities(timeline.kernels, timeline.memops, timeline.ranks), labelled.kernels))
     files, index = [], []
+    if written is not None:
+        monkeypatch.setattr(stored_module, "BATCH_ROWS", written)
     for (rank,), part in ops.partition_by("rank", as_dict=True, maintain_order=True).items():
         files.append(tmp_path / f"rank{rank}.arrow")
         index.append(windows.Stored.write(part, files[-1]))
+    if read is not None:
+        monkeypatch.setattr(stored_module, "BATCH_ROWS", read)
+    slices = [stored_module._batches(f, 5, 300, n) for f, (_, _, n) in zip(files, index, strict=True)]
+    assert all((s is None) == (written != read) for s in slices)  # other batches: read through polars
     stored = windows.Stored(tuple(files), tuple(index))
     frame = windows.with_buckets(ops)
     plan = windows.plan(stored.scan(), 1, 2)
