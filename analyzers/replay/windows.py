@@ -25,19 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import polars as pl
 
 from traceql.analyzers.machine import threads
 from traceql.analyzers.replay import sampling
 from traceql.analyzers.replay.run import WhatIf, steps_modes
-from traceql.analyzers.replay.stored import BEFORE_ALL, BUCKET, Stored, with_buckets
+from traceql.analyzers.replay.stored import BEFORE_ALL, BUCKET, Frame, Stored, with_buckets
 from traceql.analyzers.threaded import in_order
 
-Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
-
-WINDOW = 250_000  # activities replayed at once (a replay holds about 600 B an activity) ...
+WINDOW = 250_000  # activities replayed at once (a replay holds about 1 KB an activity at its peak) ...
 MIN_STEPS = 8  # ... but no fewer normal steps than this a window (the straggler what-if's statistics)
 
 
