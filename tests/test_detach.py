@@ -38,3 +38,21 @@ def test_frames_in_fields_and_tuples_are_detached() -> None:
     got = detached_fields(Parts(small, (small, small), 3))
     assert got.count == 3 and got.one.equals(small) and all(f.equals(small) for f in got.two)
     assert got.one is not small and got.two[0] is not small  # copies, not the frame given
+
+
+def test_a_detached_slice_holds_no_column_of_the_frame_it_was_cut_from() -> None:
+    """Rows sliced from a frame (polars shares the larger frame's buffers with them, every column) detached: their
+    columns' buffers lie outside the larger frame's."""
+    large = _large()
+    first = large.slice(5, 10)
+
+    def buffer(frame: pl.DataFrame) -> tuple[int, int]:
+        data = frame["n"].to_arrow().buffers()[1]
+        assert data is not None
+        return data.address, data.size
+
+    start, size = buffer(large)
+    assert start <= buffer(first)[0] < start + size  # the slice: inside the larger frame's buffer
+    out = detached(first)
+    assert out.equals(first) and out.schema == first.schema
+    assert not start <= buffer(out)[0] < start + size

@@ -45,6 +45,7 @@ from traceql.labelling.late import late_waits
 from traceql.labelling.modes import LabelSource, divided
 from traceql.labelling.result import kind_counts
 from traceql.model import schema
+from traceql.model.detach import detached_fields
 from traceql.sources.shards import Shard
 
 # what the later passes load (the detector: scikit-learn), loaded by each worker while it reads (traceql.parallel)
@@ -176,7 +177,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     nulls = pl.repeat(None, overlap.height, dtype=pl.Int32, eager=True)
     overlap.with_columns(nulls.alias(c).scatter(at, places[c]) for c in PLACES).write_ipc(
         settings.path(i, "kernels.arrow"))
-    return out
+    return detached_fields(out)
 
 
 def _prepared(overlap: pl.DataFrame, extra: pl.DataFrame) -> pl.DataFrame:
@@ -277,5 +278,6 @@ def label(item: tuple[int, Shard], run: Run) -> Labelled:
     rows = rows.select(*schema.CASES)
     rows.write_parquet(run.settings.path(i, "labels.parquet"), compression="lz4")
     baseline, reference = kind_counts(rows)
-    return Labelled(rank_parts(rows), step_cases(rows), rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
-                    signature_instances(rows), rows.height, baseline, reference)
+    return detached_fields(Labelled(rank_parts(rows), step_cases(rows),
+                                    rows.filter(pl.col("is_slowdown")).select(CASE_COLUMNS),
+                                    signature_instances(rows), rows.height, baseline, reference))
