@@ -15,9 +15,10 @@ past the bucket before is not seen. The edges of a bucket before are counted twi
 Activities stored a file a rank (``stored.Stored``, `detect` of a run of rank files) are sorted by bucket, so
 that a window reads a slice of each file, not the whole run.
 
-Windows are replayed two at a time on threads of this process where it may use two cores (:data:`AT_ONCE`): the
-compiled passes and polars let go of Python's lock, so two windows take about 0.7 times as long as one after
-the other, and what the replay holds is two windows, still not the run.
+Windows are replayed two at a time on threads of this process where it may use two cores (:data:`AT_ONCE`) and
+none holds more than :data:`PAIRED` times :data:`WINDOW`: the compiled passes and polars let go of Python's lock,
+so two windows take about 0.7 times as long as one after the other (the 32-rank run's replay: 0.6 times), and
+what the replay holds is two windows, still not the run.
 """
 
 from __future__ import annotations
@@ -158,14 +159,16 @@ def _split(asked: list[dict[str, Any]]) -> tuple[pl.DataFrame | None, list[dict[
 Mapper = Callable[[Callable[[Window, Windowed], Any], list[Window], Windowed], Iterable[Any]]
 
 
-AT_ONCE = 2  # windows replayed at once on threads, where the process may use as many cores
+AT_ONCE = 2  # windows replayed at once on threads, where the process may use as many cores ...
+PAIRED = 1.25  # ... where none holds more than this times WINDOW (a window cut by its steps holds a step over)
 
 
 def _threaded(fn: Callable[[Window, Windowed], Any], items: list[Window], job: Windowed) -> Iterator[Any]:
     """``fn(window, job)`` for each window in order, :data:`AT_ONCE` at a time on threads (``threaded``; one after
     another where this process may use one core, ``machine.threads``, or a window holds more than
-    :data:`WINDOW` activities: cut by its steps, not its size, two would hold more than one plan's worth)."""
-    small = all(w.held <= WINDOW for w in items)
+    :data:`PAIRED` times :data:`WINDOW` activities: cut by its steps, not its size, two would hold far more than
+    one plan's worth)."""
+    small = all(w.held <= WINDOW * PAIRED for w in items)
     return in_order(fn, items, job, min(AT_ONCE, threads()) if small else 1, "traceql-window")
 
 

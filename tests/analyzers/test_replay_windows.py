@@ -158,6 +158,19 @@ def test_a_window_that_fails_on_a_thread_fails_the_replay(monkeypatch: pytest.Mo
     assert max(done) <= 5  # the windows after it were never begun, but the one or two already running
 
 
+@pytest.mark.parametrize(("over", "paired"), [(0, True), (1, False)], ids=["a step over WINDOW", "far over"])
+def test_windows_cut_by_their_steps_are_paired_while_a_step_over_the_size(monkeypatch: pytest.MonkeyPatch,
+                                                                          over: int, paired: bool) -> None:
+    """Windows cut by their steps hold a step over ``WINDOW`` (the 32-rank run's, 1.03 times): two at a time up to
+    ``PAIRED`` times it; past that, one after another (two would hold far more than a plan's worth)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    held = int(windows.WINDOW * windows.PAIRED) + over
+    cut = [windows.Window("r", i - 1, i, i, i == 1, i == 4, held if i == 2 else 10) for i in range(1, 5)]
+    names = list(windows._threaded(lambda _w, _job: threading.current_thread().name, cut, None))  # type: ignore[arg-type]
+    assert len(names) == 4
+    assert all(n.startswith("traceql-window") for n in names) if paired else set(names) == {"MainThread"}
+
+
 def _ways_of(path) -> tuple[pl.DataFrame, dict, dict]:
     """``path``'s run as the replay reads it, and two ways of replaying it: `detect`'s (from the trace as it was,
     its stragglers) and `ranks`' (from the trace as replayed, every what-if, those stragglers but the first)."""
