@@ -4,8 +4,8 @@ A polars frame filtered, grouped or gathered from a larger one keeps the larger 
 strings are views into them), and one sliced from it (``head``, ``slice``) its every column. The
 ``collectives`` relation of a run read a shard at a time keeps each shard's communication kernels: undetached,
 they held the shards' timelines (the 32-rank run: 2.3 GB at the peak, 0.6 GB detached). `detect`'s passes keep
-each shard's parts until the run's end: undetached, its clock samples (the first kernels of each run) held the
-text of every kernel's run id (the 32-rank run: 15 MiB a rank, 430 MiB through the labels and the replay)."""
+each shard's parts until the run's end: undetached, its clock samples (the first kernels of each run, cut from
+the shard's kernels) held buffers of them (the 32-rank run: 15 MiB a rank, 430 MiB through labels and replay)."""
 
 from __future__ import annotations
 
