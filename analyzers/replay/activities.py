@@ -6,7 +6,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceql.analyzers.replay.graph import OP_COLUMNS
-from traceql.analyzers.replay.windows import Frame, with_cases
+from traceql.analyzers.replay.stored import Frame
+from traceql.analyzers.replay.windows import with_cases
 
 KEY = ["run_id", "rank", "device", "stream", "start_ns", "end_ns"]  # a kernel in a trace and in its labels
 
