@@ -11,7 +11,7 @@ import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, RUNS, SINGLE_TRACE, corpus
 from traceql.analyzers.detection.detector import SlowdownDetector
-from traceql.labelling.by_rank import SCRATCH_ENV, Settings, label_by_rank, scratch
+from traceql.labelling.by_rank import SCRATCH_ENV, Settings, at_once, label_by_rank, scratch
 from traceql.labelling.inputs import read_baseline, read_timeline
 from traceql.labelling.label import label
 from traceql.labelling.result import DetectResult, StoredRows
@@ -94,6 +94,32 @@ def test_a_forest_fitted_on_a_sample_is_the_same(monkeypatch: pytest.MonkeyPatch
     whole, by_rank = _both(RUNS / "gpt2-4rank-straggler-nsys", None, False)
     _same(whole, by_rank, sort=windows)
     assert SlowdownDetector().fit_rows(1001) is not None  # the sample was taken
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_shards_two_at_a_time_give_the_labels_of_one_at_a_time(monkeypatch: pytest.MonkeyPatch, cores: int) -> None:
+    """Nsight Systems shards (their kernels counted by the plan) run two at a time on threads where the
+    process may use two cores: the same labels as the whole run, as one at a time gives them."""
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores))
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    assert at_once(shards(run)) == cores
+    whole, by_rank = _both(run, None, False)
+    _same(whole, by_rank)
+
+
+def test_a_shard_is_read_alone_where_its_kernels_are_many_or_uncounted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    run = RUNS / "gpt2-4rank-straggler-nsys"
+    parts = shards(run)
+    kernels = read_timeline(run).kernels
+    assert [p.kernels() for p in parts] == kernels.group_by("rank").len().sort("rank")["len"].to_list()
+    monkeypatch.setattr("traceql.labelling.by_rank.PAIRED_KERNELS", max(p.kernels() or 0 for p in parts) - 1)
+    assert at_once(parts) == 1
+    assert [p.kernels() for p in shards(RUNS / "gpt2-torch")] == [None, None]  # Kineto's plan counts none
+    assert at_once(shards(RUNS / "gpt2-torch")) == 1
+    monkeypatch.setenv(WINDOW_ENV, "1000")  # windows of a rank's steps: each about its share of the rank's
+    windows = shards(run)
+    assert len(windows) > len(parts) and all(1000 <= (w.kernels() or 0) < 2000 for w in windows)
 
 
 def test_worker_processes_give_the_serial_labels() -> None:

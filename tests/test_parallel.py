@@ -6,12 +6,13 @@ from __future__ import annotations
 import operator
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from tests.paths import DDP_TRACE, ROOT
 from traceql.errors import OptionError
-from traceql.parallel import TaskError, check, run_tasks
+from traceql.parallel import Pool, TaskError, check, run_tasks
 
 ITEMS = [{"k": 1}, {}, {"k": 3}, {"k": 4}]
 
@@ -29,6 +30,29 @@ def test_failures_stay_with_their_item(dask_scheduler: str) -> None:
                        progress=lambda n, total, name: done.append(n))
     assert _as_text(remote) == _as_text(serial)
     assert sorted(done) == [1, 2, 3, 4]
+
+
+def _slow_first(item: dict, key: str) -> int:
+    """The first item's task ends last: its result still comes first."""
+    import time
+
+    time.sleep(0.2 if item.get(key) == 1 else 0.0)
+    return operator.getitem(item, key)
+
+
+def test_tasks_two_at_a_time_here_come_in_order_with_their_failures() -> None:
+    serial = run_tasks(_slow_first, ITEMS, common="k")
+    done: list[tuple[int, str]] = []
+    with Pool() as pool:
+        paired = list(pool.map(_slow_first, ITEMS, common="k", at_once=2, name=str,
+                               progress=lambda n, total, name: done.append((n, name))))
+    assert [item for item, _ in paired] == ITEMS
+    assert _as_text([r for _, r in paired]) == _as_text(serial)
+    assert done == [(i, str(item)) for i, item in enumerate(ITEMS, 1)]
+    with Pool() as pool:
+        where = [r for _, r in pool.map(lambda _item, _c: threading.current_thread().name, ITEMS, at_once=2)]
+        alone = [r for _, r in pool.map(lambda _item, _c: threading.current_thread().name, ITEMS)]
+    assert all(w.startswith("traceql-task") for w in where) and set(alone) == {"MainThread"}
 
 
 @pytest.mark.parametrize("workers,scheduler,phrase", [(0, None, "at least 1"), (2, "tcp://h:1", "exclude each other"),

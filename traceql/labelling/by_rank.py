@@ -44,6 +44,7 @@ from traceql.analyzers.baselines.sequences import alignments, canonical_steps
 from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
+from traceql.analyzers.machine import threads
 from traceql.analyzers.partial import partial_notes
 from traceql.analyzers.replay.stored import Stored
 from traceql.analyzers.replay.windows import Mapper
@@ -121,6 +122,21 @@ def mapper(pool: Pool) -> Mapper | None:
     return windows
 
 
+AT_ONCE = 2  # shards of a pass run at once on threads of this process, where it may use as many cores ...
+PAIRED_KERNELS = 500_000  # ... and no shard holds more kernels than this (its plan's count)
+
+
+def at_once(shards: Sequence[Shard]) -> int:
+    """How many shards a pass runs at once in this process (no workers): :data:`AT_ONCE` where the process may
+    use as many cores and every shard's kernels were counted (nsys) and are at most :data:`PAIRED_KERNELS`
+    (two shards of 475,000 kernels at once: `detect`'s peak 1,427 MB), else one (a shard as large as the
+    memory bound allows, or uncounted, is read alone). The passes hand the same results either way."""
+    counted = [s.kernels() for s in shards]
+    if len(shards) < 2 or any(n is None or n > PAIRED_KERNELS for n in counted):
+        return 1
+    return min(AT_ONCE, threads())
+
+
 class _Passes:
     """The passes of one run over its shards, on a pool; a failed shard stops the run with its error."""
 
@@ -129,6 +145,7 @@ class _Passes:
         self.pool, self.progress = pool, progress
         self.total = 5 * len(shards)
         self.done = 0
+        self.at_once = at_once(shards)
 
     def run(self, fn: Callable[[tuple[int, Shard], Any], Any], common: Any) -> list[Any]:
         out = []
@@ -139,7 +156,7 @@ class _Passes:
                 self.progress(self.done, self.total, name)
 
         for _, result in self.pool.map(fn, self.items, common=common, name=lambda it: it[1].name, progress=tick,
-                                       cost=lambda it: it[1].size()):
+                                       cost=lambda it: it[1].size(), at_once=self.at_once):
             if isinstance(result, TraceqlError):
                 raise result
             out.append(result)

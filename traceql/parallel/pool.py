@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from traceql.analyzers.machine import cores
+from traceql.analyzers.threaded import in_order
 from traceql.errors import INTERNAL_ERROR, OptionError, TraceqlError
 from traceql.parallel.cluster import client, keep_ignoring_ctrl_c, probe
 
@@ -127,23 +128,41 @@ def _length(items: Iterable[object]) -> int | None:
 
 
 def _serial(fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
-            progress: Progress | None, total: int | None) -> Generator[tuple[T, R | TraceqlError], None, None]:
+            progress: Progress | None, total: int | None, at_once: int = 1,
+            ) -> Generator[tuple[T, R | TraceqlError], None, None]:
+    """Each item's task here, in order: one after another, or ``at_once`` at a time on threads (their results
+    still handed out in order; ``analyzers.threaded``)."""
+    if at_once > 1:
+        listed = list(items)
+        got = in_order(_here, listed, (fn, common, name), at_once, "traceql-task")
+        for done, (item, out) in enumerate(zip(listed, got, strict=True), 1):
+            if progress:
+                progress(done, total, name(item))
+            yield item, out
+        return
     for done, item in enumerate(items, 1):
-        try:
-            out: R | TraceqlError = fn(item, common)
-        except TraceqlError as exc:
-            out = exc
-        except Exception as exc:
-            from traceql.model.engine import interrupted  # DuckDB's word for a Ctrl-C
-
-            if interrupted(exc):
-                raise KeyboardInterrupt from None
-            if os.environ.get("TRACEQL_DEBUG"):
-                raise
-            out = _failure(name(item), exc)
+        out = _here(item, (fn, common, name))
         if progress:
             progress(done, total, name(item))
         yield item, out
+
+
+def _here(item: T, how: tuple[Callable[[T, Any], R], Any, Callable[[T], str]]) -> R | TraceqlError:
+    """One task run in this process (``how``: its function, what every task shares, its name): its result, or
+    its failure as a value (a Ctrl-C, DuckDB's among them, raised)."""
+    fn, common, name = how
+    try:
+        return fn(item, common)
+    except TraceqlError as exc:
+        return exc
+    except Exception as exc:
+        from traceql.model.engine import interrupted  # DuckDB's word for a Ctrl-C
+
+        if interrupted(exc):
+            raise KeyboardInterrupt from None
+        if os.environ.get("TRACEQL_DEBUG"):
+            raise
+        return _failure(name(item), exc)
 
 
 def _distributed(dask: Any, fn: Callable[[T, Any], R], items: Iterable[T], common: Any, name: Callable[[T], str],
@@ -202,12 +221,13 @@ class Pool:
         return self.workers == 1 and self.scheduler is None
 
     def map(self, fn: Callable[[T, Any], R], items: Iterable[T], *, common: Any = None, name: Callable[[T], str] = str,
-            progress: Progress | None = None, cost: Callable[[T], float] | None = None,
+            progress: Progress | None = None, cost: Callable[[T], float] | None = None, at_once: int = 1,
             ) -> Iterator[tuple[T, R | TraceqlError]]:
         """``(item, fn(item, common))`` for every item, in input order, each as soon as it and every earlier one
-        are done (:func:`iter_tasks`)."""
+        are done (:func:`iter_tasks`); here (no workers), ``at_once`` at a time on threads where asked (tasks
+        that let go of Python's lock, each small enough that so many fit)."""
         if self.serial:
-            return _serial(fn, items, common, name, progress, _length(items))
+            return _serial(fn, items, common, name, progress, _length(items), at_once)
         if _length(items) == 0:  # nothing to send: no cluster to start or wait for
             return iter(())
         return _distributed(self.open(), fn, items, common, name, progress, cost)

@@ -28,7 +28,7 @@ from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, att
 from traceql.sources.ranks import RankAssignment, assign_ranks
 
 WINDOW_ENV = "TRACEQL_WINDOW_KERNELS"
-WINDOW_KERNELS = 1_000_000  # kernels of one process from which an export is read a window of steps at a time
+WINDOW_KERNELS = 400_000  # kernels of one process from which an export is read a window of steps at a time
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 
 
@@ -61,6 +61,19 @@ class RunPlan:
     ranks: tuple[RankAssignment, ...]
     offsets: dict[Path, int]
     parts: dict[Path, tuple[Part, ...]] = field(default_factory=dict)
+    kernels: dict[Path, dict[int, int]] = field(default_factory=dict)  # each export's kernels, by process
+
+    def held(self, path: Path, part: Part | None) -> int | None:
+        """About how many kernels one part of an export holds (a window: its process's share of them); None
+        where they were not counted."""
+        counts = self.kernels.get(path)
+        if counts is None:
+            return None
+        if part is None or part.pids is None:
+            return sum(counts.values())
+        n = sum(counts.get(pid, 0) for pid in part.pids)
+        windows = sum(1 for other in self.parts_of(path) if other.pids == part.pids)
+        return -(-n // max(windows, 1))
 
     def parts_of(self, path: Path) -> tuple[Part, ...]:
         """The parts of one export (one, the whole of it, unless its processes are too large)."""
@@ -147,8 +160,9 @@ def _parts(con: duckdb.DuckDBPyConnection, f: NsysFile, counts: dict[int, int], 
 
 
 def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: Path, wal: bool,
-               limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
-    """One export attached, its processes that ran kernels read (``pids``) and its parts planned, detached."""
+               limit: int) -> tuple[NsysFile, tuple[Part, ...], dict[int, int]]:
+    """One export attached, its processes that ran kernels read (``pids``) and its parts planned, detached; its
+    kernels by process."""
     copy = None
     if wal:
         copy = scratch / f"{alias}-{path.name}"
@@ -165,10 +179,10 @@ def _processes(path: Path, alias: str, con: duckdb.DuckDBPyConnection, scratch: 
         detach(con, alias)
     if not f.pids:
         raise empty_kernels(path)
-    return f, parts
+    return f, parts, counts
 
 
-def _planned(i: int, f: InputFile, limit: int) -> tuple[NsysFile, tuple[Part, ...]]:
+def _planned(i: int, f: InputFile, limit: int) -> tuple[NsysFile, tuple[Part, ...], dict[int, int]]:
     """One export's processes and parts, on a connection of its own (a thread may plan each export)."""
     con = connect()
     try:
@@ -194,7 +208,8 @@ def plan(files: list[InputFile], *, windows: bool = True, pool: Any = None) -> l
                 found = [f.result() for f in futures]
         else:
             found = [_planned(0, group[0], limit)]
-        ranks = assign_ranks({f.path: f.pids for f, _ in found}, run)
-        out.append((group, RunPlan(tuple(ranks), offsets([f for f, _ in found]),
-                                   {f.path: parts for f, parts in found})))
+        ranks = assign_ranks({f.path: f.pids for f, _, _ in found}, run)
+        out.append((group, RunPlan(tuple(ranks), offsets([f for f, _, _ in found]),
+                                   {f.path: parts for f, parts, _ in found},
+                                   {f.path: counts for f, _, counts in found})))
     return out

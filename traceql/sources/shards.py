@@ -47,6 +47,11 @@ class Shard:
         """The shard's bytes on disk (what reading it costs, roughly)."""
         return sum(f.path.stat().st_size for f in self.files)
 
+    def kernels(self) -> int | None:
+        """About how many kernels the shard holds, where its plan counted them (``held``: nsys); else None."""
+        held = getattr(self.plan, "held", None)
+        return held(self.files[0].path, self.part) if held is not None and len(self.files) == 1 else None
+
 
 # a run whose trace files hold more is read a shard at a time by the commands that could read it whole (`ranks`,
 # `whatif`, `collectives`): read whole, 1.9 M kernels in 300 MB of exports took 2.6 GB (`detect`'s passes: 1.5)
