@@ -25,11 +25,19 @@ def _rows(kernels: pl.DataFrame) -> pl.DataFrame:
     ).join(names, on="key", how="left", maintain_order="left").drop("key")
 
 
+def _ordered(kernels: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_rows` in launch order, each rank's together."""
+    return _rows(kernels).sort("run_id", "rank", "_at", "start_ns", maintain_order=True)
+
+
 def copy_names(kernels: pl.DataFrame) -> pl.DataFrame:
     """``run_id, name``: the kernel names (without shape) that DDP's copies run under, in each run: those of the
     compute kernels launched right before a communication kernel of the same rank. The names of a run's
     ranks read apart, put together, are the run's."""
-    ordered = _rows(kernels).sort("run_id", "rank", "_at", "start_ns", maintain_order=True)
+    return _names(_ordered(kernels))
+
+
+def _names(ordered: pl.DataFrame) -> pl.DataFrame:
     same_rank = (pl.col("run_id") == pl.col("run_id").shift(1)) & (pl.col("rank") == pl.col("rank").shift(1))
     feeds = (pl.col("_comm") & pl.col("_compute").shift(1) & same_rank).fill_null(False)
     return (ordered.with_columns(pl.col("_name").shift(1).alias("_before"), feeds.alias("_feeds"))
@@ -40,10 +48,19 @@ def copy_edges(kernels: pl.DataFrame) -> pl.DataFrame:
     """``run_id, rank, first_comm, last_name``: whether a part of a rank (a window of its launches) begins with a
     communication kernel, and the name of the compute kernel it ends with (null: it ends with another kind).
     A part's last compute kernel feeds the next part's first communication kernel: :func:`edge_names`."""
-    ordered = _rows(kernels).sort("run_id", "rank", "_at", "start_ns", maintain_order=True)
+    return _edges(_ordered(kernels))
+
+
+def _edges(ordered: pl.DataFrame) -> pl.DataFrame:
     return ordered.group_by("run_id", "rank", maintain_order=True).agg(
         pl.col("_comm").first().alias("first_comm"),
         pl.when(pl.col("_compute").last()).then(pl.col("_name").last()).alias("last_name"))
+
+
+def copy_parts(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`copy_names` and :func:`copy_edges` of the same kernels, put in launch order once."""
+    ordered = _ordered(kernels)
+    return _names(ordered), _edges(ordered)
 
 
 def edge_names(edges: pl.DataFrame) -> pl.DataFrame:

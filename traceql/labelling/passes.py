@@ -32,7 +32,7 @@ from traceql.analyzers.breakdown import rank_breakdown
 from traceql.analyzers.cases import CASE_COLUMNS, rank_parts, signature_instances
 from traceql.analyzers.collectives import operations
 from traceql.analyzers.compat import hta_view
-from traceql.analyzers.detection.ddp import copy_edges, copy_names, mark_copies
+from traceql.analyzers.detection.ddp import copy_parts, mark_copies
 from traceql.analyzers.detection.features import COLUMNS, features_of
 from traceql.analyzers.detection.features import INPUTS as FEATURE_INPUTS
 from traceql.analyzers.overlap import comm_overlap
@@ -166,7 +166,7 @@ def read(item: tuple[int, Shard], settings: Settings) -> Read:
     else:  # the first window of a rank has its breakdown, of all its activity
         out.breakdown = tl.breakdown
     out.spans = step_spans(kernels, tl.memops)
-    out.copies, out.edges, out.ticks = copy_names(kernels), copy_edges(kernels), tick_samples(kernels)
+    (out.copies, out.edges), out.ticks = copy_parts(kernels), tick_samples(kernels)
     out.bags = step_bags(inputs)
     if shard.windowed and out.isolated:
         overlap.filter(clean_reference()).select(TWIN_INPUTS[1:]).write_ipc(settings.path(i, "reference.arrow"))
