@@ -11,13 +11,13 @@ import pytest
 
 from tests.paths import DDP_FILES, DDP_TRACE, INRUN_TRACE, KINETO_TOY, NSYS, PUBLIC, RUNS, SINGLE_TRACE, corpus
 from traceql.analyzers.detection.detector import SlowdownDetector
-from traceql.labelling.by_rank import SCRATCH_ENV, Settings, at_once, label_by_rank, scratch
+from traceql.labelling.by_rank import SCRATCH_ENV, Settings, label_by_rank, scratch
 from traceql.labelling.inputs import read_baseline, read_timeline
 from traceql.labelling.label import label
 from traceql.labelling.result import DetectResult, StoredRows
 from traceql.parallel import Pool
 from traceql.sources.nsys_plan import WINDOW_ENV
-from traceql.sources.shards import shards
+from traceql.sources.shards import at_once, shards
 from traceql.verdicts.pricing import price_run, price_stored
 
 # the order of a run's kernels whatever order they were read in (a window of steps holds launches)
@@ -113,7 +113,7 @@ def test_a_shard_is_read_alone_where_its_kernels_are_many_or_uncounted(monkeypat
     parts = shards(run)
     kernels = read_timeline(run).kernels
     assert [p.kernels() for p in parts] == kernels.group_by("rank").len().sort("rank")["len"].to_list()
-    monkeypatch.setattr("traceql.labelling.by_rank.PAIRED_KERNELS", max(p.kernels() or 0 for p in parts) - 1)
+    monkeypatch.setattr("traceql.sources.shards.PAIRED_KERNELS", max(p.kernels() or 0 for p in parts) - 1)
     assert at_once(parts) == 1
     assert [p.kernels() for p in shards(RUNS / "gpt2-torch")] == [None, None]  # Kineto's plan counts none
     assert at_once(shards(RUNS / "gpt2-torch")) == 1

@@ -166,8 +166,8 @@ def test_top_keeps_the_longest_instances_in_their_order(invoke) -> None:
 @pytest.mark.parametrize("run", [RUNS / "gpt2-4rank-straggler-nsys", RUNS / "gpt2-pair-torch", PAIR],
                          ids=lambda p: p.name)
 def test_a_large_run_read_a_shard_at_a_time_gives_the_same_collectives(run: Path, monkeypatch) -> None:
-    """A run over ``shards.LARGE_BYTES`` is read a rank at a time (one rank's kernels in memory at once); its
-    relation, totals and notes are those of the run read whole."""
+    """A run over ``shards.LARGE_BYTES`` is read a rank at a time (one rank's kernels in memory at once, or two
+    small ones on threads: ``shards.at_once``); its relation, totals and notes are those of the run read whole."""
     from traceql.comms import relation
     from traceql.sources import shards
 

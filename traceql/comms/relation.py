@@ -17,12 +17,13 @@ from traceql.analyzers.buckets import own_buckets
 from traceql.analyzers.links import Link, link
 from traceql.analyzers.partial import comm_devices, partial_notes, partial_runs
 from traceql.analyzers.stragglers import arrivals, disagreeing
+from traceql.analyzers.threaded import in_order
 from traceql.model import schema
 from traceql.model.detach import detached_fields
 from traceql.sources import kineto_comms, nsys_comms
 from traceql.sources.buckets import given_by, gradients_of, run_folder
 from traceql.sources.runfolder import read_manifest
-from traceql.sources.shards import Shard, large
+from traceql.sources.shards import Shard, at_once, large
 from traceql.trace import Trace, read_trace
 
 COMM_COLUMNS = ["run_id", "rank", "device", "stream", "start_ns", "end_ns", "short_name", "correlation_id",
@@ -75,12 +76,9 @@ def read_of(trace: Trace) -> Read:
 
 
 def read_shards(parts: Sequence[Shard]) -> Read:
-    """:class:`Read` of a run a shard at a time (one shard's kernels in memory at once), as the run read whole
-    gives it."""
-    got = []
-    for shard in parts:
-        with read_trace(None, shard=shard) as trace:
-            got.append(detached_fields(read_of(trace)))  # its parts, not its kernels' buffers
+    """:class:`Read` of a run a shard at a time (one shard's kernels in memory at once, or two small ones:
+    ``shards.at_once``), as the run read whole gives it."""
+    got = list(in_order(_read_shard, list(parts), None, at_once(parts), "traceql-shard"))
 
     def joined(name: str, frames: list[pl.DataFrame], key: list[str]) -> pl.DataFrame:
         return pl.concat(frames, how="vertical_relaxed").unique(key, keep="first", maintain_order=True).sort(
@@ -92,6 +90,11 @@ def read_shards(parts: Sequence[Shard]) -> Read:
                 pl.concat([g.comm for g in got]).sort(schema.order("kernels"), maintain_order=True),
                 pl.concat([g.busy for g in got]).group_by("run_id").agg(pl.col("ns").sum()),
                 list(dict.fromkeys(n for g in got for n in g.notes)))
+
+
+def _read_shard(shard: Shard, _common: None) -> Read:
+    with read_trace(None, shard=shard) as trace:
+        return detached_fields(read_of(trace))  # its parts, not its kernels' buffers
 
 
 Sizes = tuple[pl.DataFrame, pl.DataFrame, dict[str, list[int]], dict[str, Link]]

@@ -44,7 +44,6 @@ from traceql.analyzers.baselines.sequences import alignments, canonical_steps
 from traceql.analyzers.baselines.within_trace import GROUPS
 from traceql.analyzers.cases import rank_totals, top_of
 from traceql.analyzers.detection.ddp import edge_names
-from traceql.analyzers.machine import threads
 from traceql.analyzers.partial import partial_notes
 from traceql.analyzers.replay.stored import Stored
 from traceql.analyzers.replay.windows import Mapper
@@ -70,7 +69,7 @@ from traceql.labelling.passes import (
 from traceql.labelling.result import DetectResult, StoredRows, summary_of, summed_kinds
 from traceql.model import schema
 from traceql.parallel import Pool, Progress
-from traceql.sources.shards import Shard
+from traceql.sources.shards import Shard, at_once
 
 SCRATCH_ENV = "TRACEQL_SCRATCH"
 __all__ = ["SCRATCH_ENV", "Settings", "Then", "label_by_rank", "mapper", "scratch"]
@@ -120,21 +119,6 @@ def mapper(pool: Pool) -> Mapper | None:
                 raise result
             yield result
     return windows
-
-
-AT_ONCE = 2  # shards of a pass run at once on threads of this process, where it may use as many cores ...
-PAIRED_KERNELS = 500_000  # ... and no shard holds more kernels than this (its plan's count)
-
-
-def at_once(shards: Sequence[Shard]) -> int:
-    """How many shards a pass runs at once in this process (no workers): :data:`AT_ONCE` where the process may
-    use as many cores and every shard's kernels were counted (nsys) and are at most :data:`PAIRED_KERNELS`
-    (two shards of 475,000 kernels at once: `detect`'s peak 1,427 MB), else one (a shard as large as the
-    memory bound allows, or uncounted, is read alone). The passes hand the same results either way."""
-    counted = [s.kernels() for s in shards]
-    if len(shards) < 2 or any(n is None or n > PAIRED_KERNELS for n in counted):
-        return 1
-    return min(AT_ONCE, threads())
 
 
 class _Passes:

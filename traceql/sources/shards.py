@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traceql.analyzers.machine import threads
 from traceql.sources import inputs, registry
 from traceql.sources.files import InputFile
 
@@ -51,6 +52,22 @@ class Shard:
         """About how many kernels the shard holds, where its plan counted them (``held``: nsys); else None."""
         held = getattr(self.plan, "held", None)
         return held(self.files[0].path, self.part) if held is not None and len(self.files) == 1 else None
+
+
+AT_ONCE = 2  # shards read at once on threads of this process, where it may use as many cores ...
+PAIRED_KERNELS = 500_000  # ... and no shard holds more kernels than this (its plan's count)
+
+
+def at_once(shards: Sequence[Shard]) -> int:
+    """How many of a run's shards this process reads (and labels: ``labelling.by_rank``'s passes) at once, on
+    threads: :data:`AT_ONCE` where the process may use as many cores and every shard's kernels were counted
+    (nsys) and are at most :data:`PAIRED_KERNELS` (two shards of 475,000 kernels at once: `detect`'s peak
+    1,427 MB), else one (a shard as large as the memory bound allows, or uncounted, is read alone). The
+    results are the same either way."""
+    counted = [s.kernels() for s in shards]
+    if len(shards) < 2 or any(n is None or n > PAIRED_KERNELS for n in counted):
+        return 1
+    return min(AT_ONCE, threads())
 
 
 # a run whose trace files hold more is read a shard at a time by the commands that could read it whole (`ranks`,
