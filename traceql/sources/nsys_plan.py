@@ -28,7 +28,7 @@ from traceql.sources.nsys_attach import KERNEL_TABLE, READ_ERRORS, NsysFile, att
 from traceql.sources.ranks import RankAssignment, assign_ranks
 
 WINDOW_ENV = "TRACEQL_WINDOW_KERNELS"
-WINDOW_KERNELS = 400_000  # kernels of one process from which an export is read a window of steps at a time
+WINDOW_KERNELS = 1_000_000  # kernels of one process from which an export is read a window of steps at a time
 NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 
 
